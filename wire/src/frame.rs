@@ -1,0 +1,387 @@
+//! The strict protocol's frames (SPEC.md §4).
+//!
+//! Frames are postcard-encoded Rust enums. postcard encodes an enum variant as
+//! its index, so **variants are append-only**: never reorder, remove or insert
+//! in the middle. Tests pin every variant's index to SPEC.md.
+//!
+//! No frame type is recursive (postcard has no recursion limit).
+
+use bytes::Bytes;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::ids::{Incarnation, SessionId};
+use crate::version::VersionRange;
+
+/// Longest client name accepted in HELLO, in bytes.
+pub const CLIENT_NAME_MAX_LEN: usize = 64;
+
+/// A frame sent by a client to a daemon. Each variant's doc names its reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientFrame {
+    /// Index 0. Opens negotiation; must be the first frame. Reply: [`ServerFrame::Welcome`]
+    /// or [`ServerFrame::Error`] `version-unsupported`.
+    Hello {
+        /// The protocol versions the client speaks.
+        versions: VersionRange,
+        /// Free-form client name for the daemon's log (at most 64 bytes).
+        client: String,
+    },
+    /// Index 1. Asks who the daemon is. Legal once negotiated, bound or not.
+    /// Reply: [`ServerFrame::Status`], authored from the daemon's memory.
+    Status,
+    /// Index 2. Binds the connection to one creation. Reply: [`ServerFrame::Bound`], or an
+    /// error `id-mismatch` / `incarnation-mismatch` / `already-bound` / `draining`.
+    Bind {
+        /// The id the client means.
+        id: SessionId,
+        /// The creation the client means.
+        incarnation: Incarnation,
+    },
+    /// Index 3. Attaches to the terminal. Reply: [`ServerFrame::Geometry`], one
+    /// [`ServerFrame::Screen`], then every [`ServerFrame::Output`] and [`ServerFrame::Exit`]
+    /// produced after the screen was cut.
+    Attach {
+        /// The client's terminal rows.
+        rows: u16,
+        /// The client's terminal columns.
+        cols: u16,
+        /// A read-only client may not send input or resize.
+        read_only: bool,
+    },
+    /// Index 4. One snapshot of the screen. Reply: one [`ServerFrame::Screen`].
+    Peek {
+        /// Plain text without attributes.
+        plain: bool,
+        /// The whole scrollback, not just the visible screen.
+        full: bool,
+    },
+    /// Index 5. Bytes for the program's terminal. No reply on success.
+    Input(Bytes),
+    /// Index 6. Sets this client's terminal size. No reply on success; attached clients
+    /// receive [`ServerFrame::Geometry`] when the PTY size changes.
+    Resize {
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
+    },
+    /// Index 7. Sends a signal to the program (through the daemon's pidfd). No reply on
+    /// success.
+    Signal {
+        /// The signal number (Linux numbering).
+        signal: i32,
+    },
+    /// Index 8. Ends the connection politely. Reply: [`ServerFrame::Detached`], then close.
+    Detach,
+    /// Index 9. Liveness probe, legal in every strict state. Reply: [`ServerFrame::Pong`].
+    Ping(u64),
+}
+
+/// A frame sent by a daemon to a client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServerFrame {
+    /// Index 0. Negotiation succeeded.
+    Welcome {
+        /// The version chosen: the highest both sides speak.
+        version: u16,
+        /// The daemon's limits.
+        limits: Limits,
+        /// Free-form daemon name and build, for diagnostics.
+        server: String,
+    },
+    /// Index 1. Who the daemon is (BRIEF.md invariant 2: from its own memory).
+    Status(StatusReply),
+    /// Index 2. The connection is bound to this creation.
+    Bound {
+        /// The daemon's id.
+        id: SessionId,
+        /// The daemon's incarnation.
+        incarnation: Incarnation,
+    },
+    /// Index 3. The PTY's size.
+    Geometry {
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
+    },
+    /// Index 4. A screen snapshot: ANSI to repaint a terminal (attach, or peek without
+    /// `plain`), or plain text (peek with `plain`).
+    Screen(Bytes),
+    /// Index 5. Program output, in order.
+    Output(Bytes),
+    /// Index 6. The program ended.
+    Exit(ExitStatus),
+    /// Index 7. A typed refusal or failure. Whether the connection stays open is
+    /// [`ErrorCode::is_fatal`].
+    Error {
+        /// What went wrong.
+        code: ErrorCode,
+        /// Human-readable detail, lowercase, no trailing period.
+        detail: String,
+    },
+    /// Index 8. Answer to [`ClientFrame::Ping`] with the same value.
+    Pong(u64),
+    /// Index 9. Answer to [`ClientFrame::Detach`]; the daemon closes next.
+    Detached,
+}
+
+/// Limits a daemon announces in WELCOME.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Largest client frame payload the daemon accepts, in bytes.
+    pub max_client_frame: u32,
+    /// Largest server frame payload the daemon sends, in bytes.
+    pub max_server_frame: u32,
+    /// Bytes of output the daemon queues for one client before cutting it off.
+    pub client_queue_bytes: u32,
+}
+
+/// How the program ended: `code` for a normal exit, `signal` when killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitStatus {
+    /// The exit code, if the program exited.
+    pub code: Option<i32>,
+    /// The signal number, if the program was killed by one.
+    pub signal: Option<i32>,
+}
+
+/// The daemon's answer to STATUS.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReply {
+    /// The daemon's own id.
+    pub id: SessionId,
+    /// The daemon's own incarnation.
+    pub incarnation: Incarnation,
+    /// The daemon's pid.
+    pub daemon_pid: u32,
+    /// The program's pid.
+    pub child_pid: u32,
+    /// PTY rows.
+    pub rows: u16,
+    /// PTY columns.
+    pub cols: u16,
+    /// Cursor row (0-based).
+    pub cursor_row: u16,
+    /// Cursor column (0-based).
+    pub cursor_col: u16,
+    /// Attached read-write clients.
+    pub writers: u32,
+    /// Attached read-only clients.
+    pub readers: u32,
+    /// Creation time, milliseconds since the Unix epoch, from the daemon's memory.
+    pub created_at_ms: u64,
+    /// The exit status, once the program has ended.
+    pub exit: Option<ExitStatus>,
+    /// Whether a kill or restart has begun (the daemon refuses new effects).
+    pub draining: bool,
+    /// The legacy policy in force (SPEC.md §7).
+    pub legacy_policy: LegacyPolicy,
+}
+
+/// How a daemon treats connections that speak the legacy framing (SPEC.md §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum LegacyPolicy {
+    /// Index 0. Close legacy connections at once.
+    Off,
+    /// Index 1. STATUS and PEEK; ATTACH is read-only; no input, resize or kill.
+    #[default]
+    Observe,
+    /// Index 2. The old unbound behaviour, for a migration window.
+    Full,
+}
+
+impl LegacyPolicy {
+    /// The policy's name as used on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Observe => "observe",
+            Self::Full => "full",
+        }
+    }
+
+    /// Parses `off`, `observe` or `full`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "off" => Some(Self::Off),
+            "observe" => Some(Self::Observe),
+            "full" => Some(Self::Full),
+            _ => None,
+        }
+    }
+}
+
+/// A typed refusal (SPEC.md §5). Encoded as a `u16` so that a client can carry
+/// a code it does not know ([`ErrorCode::Other`]) instead of failing to decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// 1: a frame other than HELLO arrived before negotiation.
+    NotNegotiated,
+    /// 2: an effect arrived before BIND.
+    NotBound,
+    /// 3: a second BIND on a bound connection.
+    AlreadyBound,
+    /// 4: BIND named another session id.
+    IdMismatch,
+    /// 5: BIND named another creation of this id.
+    IncarnationMismatch,
+    /// 6: no protocol version in common; detail carries the daemon's range.
+    VersionUnsupported,
+    /// 7: the daemon's policy forbids this (read-only client, legacy policy).
+    ForbiddenByPolicy,
+    /// 8: the frame could not be decoded.
+    Malformed,
+    /// 9: the frame's declared length exceeds the maximum.
+    FrameTooLarge,
+    /// 10: the client did not read its output fast enough and was cut off.
+    TooSlow,
+    /// 11: a second HELLO.
+    AlreadyNegotiated,
+    /// 12: the session is shutting down; no new binds or effects.
+    Draining,
+    /// 13: the daemon has too many connections.
+    TooManyConnections,
+    /// 14: the handshake did not complete in time.
+    HandshakeTimeout,
+    /// 15: the frame is legal only on an attached connection, or attached twice.
+    NotAttached,
+    /// 16: the program has already exited.
+    Exited,
+    /// 17: the daemon failed to perform the effect (detail says why).
+    Internal,
+    /// 18: a field is out of range (zero rows, unknown signal, overlong name).
+    InvalidArgument,
+    /// 19: ATTACH on a connection that is already attached.
+    AlreadyAttached,
+    /// A code this build does not know.
+    Other(u16),
+}
+
+impl ErrorCode {
+    /// The code's number on the wire.
+    pub fn to_u16(self) -> u16 {
+        match self {
+            Self::NotNegotiated => 1,
+            Self::NotBound => 2,
+            Self::AlreadyBound => 3,
+            Self::IdMismatch => 4,
+            Self::IncarnationMismatch => 5,
+            Self::VersionUnsupported => 6,
+            Self::ForbiddenByPolicy => 7,
+            Self::Malformed => 8,
+            Self::FrameTooLarge => 9,
+            Self::TooSlow => 10,
+            Self::AlreadyNegotiated => 11,
+            Self::Draining => 12,
+            Self::TooManyConnections => 13,
+            Self::HandshakeTimeout => 14,
+            Self::NotAttached => 15,
+            Self::Exited => 16,
+            Self::Internal => 17,
+            Self::InvalidArgument => 18,
+            Self::AlreadyAttached => 19,
+            Self::Other(n) => n,
+        }
+    }
+
+    /// The code for a number on the wire.
+    pub fn from_u16(n: u16) -> Self {
+        match n {
+            1 => Self::NotNegotiated,
+            2 => Self::NotBound,
+            3 => Self::AlreadyBound,
+            4 => Self::IdMismatch,
+            5 => Self::IncarnationMismatch,
+            6 => Self::VersionUnsupported,
+            7 => Self::ForbiddenByPolicy,
+            8 => Self::Malformed,
+            9 => Self::FrameTooLarge,
+            10 => Self::TooSlow,
+            11 => Self::AlreadyNegotiated,
+            12 => Self::Draining,
+            13 => Self::TooManyConnections,
+            14 => Self::HandshakeTimeout,
+            15 => Self::NotAttached,
+            16 => Self::Exited,
+            17 => Self::Internal,
+            18 => Self::InvalidArgument,
+            19 => Self::AlreadyAttached,
+            n => Self::Other(n),
+        }
+    }
+
+    /// The code's name as written in SPEC.md and `--json` output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NotNegotiated => "not-negotiated",
+            Self::NotBound => "not-bound",
+            Self::AlreadyBound => "already-bound",
+            Self::IdMismatch => "id-mismatch",
+            Self::IncarnationMismatch => "incarnation-mismatch",
+            Self::VersionUnsupported => "version-unsupported",
+            Self::ForbiddenByPolicy => "forbidden-by-policy",
+            Self::Malformed => "malformed",
+            Self::FrameTooLarge => "frame-too-large",
+            Self::TooSlow => "too-slow",
+            Self::AlreadyNegotiated => "already-negotiated",
+            Self::Draining => "draining",
+            Self::TooManyConnections => "too-many-connections",
+            Self::HandshakeTimeout => "handshake-timeout",
+            Self::NotAttached => "not-attached",
+            Self::Exited => "exited",
+            Self::Internal => "internal",
+            Self::InvalidArgument => "invalid-argument",
+            Self::AlreadyAttached => "already-attached",
+            Self::Other(_) => "other",
+        }
+    }
+
+    /// Whether the daemon closes the connection after sending this error
+    /// (SPEC.md §5). Refusals of a single request keep the connection open.
+    pub fn is_fatal(self) -> bool {
+        matches!(
+            self,
+            Self::NotNegotiated
+                | Self::AlreadyNegotiated
+                | Self::VersionUnsupported
+                | Self::Malformed
+                | Self::FrameTooLarge
+                | Self::TooSlow
+                | Self::TooManyConnections
+                | Self::HandshakeTimeout
+                | Self::IdMismatch
+                | Self::IncarnationMismatch
+                | Self::AlreadyBound
+        )
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u16(self.to_u16())
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self::from_u16(u16::deserialize(d)?))
+    }
+}
+
+impl ServerFrame {
+    /// Convenience constructor for [`ServerFrame::Error`].
+    pub fn error(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Self::Error {
+            code,
+            detail: detail.into(),
+        }
+    }
+}

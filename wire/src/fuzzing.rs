@@ -1,0 +1,142 @@
+//! Entry points for the cargo-fuzz targets in `fuzz/` (not a public API).
+
+use bytes::BytesMut;
+
+use crate::codec::{ClientCodec, Inbound, ServerCodec};
+use crate::frame::{LegacyPolicy, Limits};
+use crate::ids::{Incarnation, SessionId, SessionRef};
+use crate::server::{ConnState, Env, Out, ServerConfig, ServerConn};
+use crate::version::SUPPORTED;
+
+/// The daemon identity used by the fuzz targets and property tests.
+pub fn own_ref() -> SessionRef {
+    SessionRef::new(
+        SessionId::new("fuzz").expect("valid id"),
+        Incarnation::from_parts([0x11; 16], [0x22; 16]),
+    )
+}
+
+/// A state machine configured as the daemon configures it.
+pub fn server_conn(policy: LegacyPolicy) -> ServerConn {
+    ServerConn::new(ServerConfig {
+        own: own_ref(),
+        versions: SUPPORTED,
+        limits: Limits {
+            max_client_frame: 65_536,
+            max_server_frame: 16 << 20,
+            client_queue_bytes: 8 << 20,
+        },
+        server_name: "fuzz".into(),
+        legacy_policy: policy,
+    })
+}
+
+/// Decodes arbitrary bytes with both codecs; must never panic.
+pub fn decode_any(data: &[u8]) {
+    let mut src = BytesMut::from(data);
+    let mut server = ServerCodec::default();
+    while let Ok(Some(_)) = server.decode_inbound(&mut src) {}
+    let mut src = BytesMut::from(data);
+    let mut client = ClientCodec::default();
+    while let Ok(Some(_)) = client.decode_server(&mut src) {}
+    let mut src = BytesMut::from(data);
+    while let Ok(Some(_)) = crate::legacy::decode_packet(&mut src, 1 << 20) {}
+}
+
+/// Feeds `data` to a server codec in pieces cut at `cuts`, and asserts the frames
+/// decoded equal those decoded from the whole input at once.
+pub fn deframe_split(data: &[u8], cuts: &[u8]) {
+    let whole = decode_all(data, &[]);
+    let split = decode_all(data, cuts);
+    assert_eq!(
+        whole, split,
+        "splitting the input changed the decoded frames"
+    );
+}
+
+fn decode_all(data: &[u8], cuts: &[u8]) -> (Vec<Inbound>, bool) {
+    let mut codec = ServerCodec::default();
+    let mut src = BytesMut::new();
+    let mut frames = Vec::new();
+    let mut rest = data;
+    let mut cut_iter = cuts.iter();
+    loop {
+        let take = match cut_iter.next() {
+            Some(&c) => usize::from(c).min(rest.len()),
+            None => rest.len(),
+        };
+        let (piece, tail) = rest.split_at(take);
+        src.extend_from_slice(piece);
+        rest = tail;
+        loop {
+            match codec.decode_inbound(&mut src) {
+                Ok(Some(f)) => frames.push(f),
+                Ok(None) => break,
+                Err(_) => return (frames, true),
+            }
+        }
+        if rest.is_empty() {
+            return (frames, false);
+        }
+    }
+}
+
+/// Drives the state machine with the frames decoded from `data` (draining toggled by
+/// `drain_mask`) and asserts the central property after every step.
+pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, drain_mask: u8) {
+    let mut src = BytesMut::from(data);
+    let mut codec = ServerCodec::default();
+    let mut conn = server_conn(policy);
+    let mut i = 0u32;
+    while let Ok(Some(frame)) = codec.decode_inbound(&mut src) {
+        let env = Env {
+            draining: drain_mask & (1 << (i % 8)) != 0,
+        };
+        i += 1;
+        check_step(&mut conn, frame, env, policy);
+    }
+}
+
+/// One step of the central property: feed `frame`, assert that any effect was
+/// legal in the state the connection was in.
+pub fn check_step(
+    conn: &mut ServerConn,
+    frame: Inbound,
+    env: Env,
+    policy: LegacyPolicy,
+) -> Vec<Out> {
+    let before = conn.state();
+    let legacy = matches!(frame, Inbound::Legacy(_));
+    let out = conn.handle(frame, env);
+    for o in &out {
+        if let Out::Effect(e) = o {
+            if legacy {
+                assert!(
+                    policy != LegacyPolicy::Off,
+                    "effect {e:?} on a legacy connection under policy off"
+                );
+                assert!(
+                    !e.is_mutating() || policy == LegacyPolicy::Full,
+                    "mutating effect {e:?} on a legacy connection under {policy:?}"
+                );
+            } else {
+                assert!(
+                    matches!(before, ConnState::Bound { .. }),
+                    "effect {e:?} emitted in state {before:?}"
+                );
+            }
+            if env.draining {
+                assert!(
+                    matches!(e, crate::server::Effect::Detach),
+                    "effect {e:?} while draining"
+                );
+            }
+        }
+    }
+    // Binding happens only through the daemon's own ref.
+    if !matches!(before, ConnState::Bound { .. }) && matches!(conn.state(), ConnState::Bound { .. })
+    {
+        assert!(!legacy);
+    }
+    out
+}

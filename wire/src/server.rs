@@ -1,0 +1,425 @@
+//! The daemon side of a connection: the one place that decides what is legal
+//! when (SPEC.md §5).
+//!
+//! ```text
+//!            HELLO ok               BIND {own id, own incarnation}
+//! Accepted ----------> Negotiated ---------------------------------> Bound
+//!    |                   |  STATUS, PING                              |  every effect
+//!    | legacy packet     |  anything else: typed refusal              |  STATUS, PING
+//!    v                   v                                            v
+//!  Legacy (policy)     Closed  <----------- fatal error / DETACH -----+
+//! ```
+//!
+//! Call order: construct with [`ServerConfig`], feed every decoded [`Inbound`]
+//! frame to [`ServerConn::handle`] with the daemon's current [`Env`], and carry out
+//! the returned [`Out`] items in order. Nothing here does IO or reads a clock.
+//!
+//! **Central property** (BRIEF.md invariant 3, checked by proptest and fuzzing):
+//! a strict connection yields [`Out::Effect`] only while it is bound to the
+//! daemon's own `{id, incarnation}`; a legacy connection yields a mutating effect
+//! (input, resize, signal, read-write attach) only under [`LegacyPolicy::Full`].
+
+use bytes::Bytes;
+
+use crate::codec::{Inbound, Outbound};
+use crate::frame::{
+    ClientFrame, ErrorCode, LegacyPolicy, Limits, ServerFrame, CLIENT_NAME_MAX_LEN,
+};
+use crate::ids::SessionRef;
+use crate::legacy::LegacyClientFrame;
+use crate::version::{negotiate, VersionRange};
+
+/// Fixed facts about the daemon, given once per connection.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The daemon's own creation.
+    pub own: SessionRef,
+    /// Versions the daemon speaks.
+    pub versions: VersionRange,
+    /// Limits announced in WELCOME.
+    pub limits: Limits,
+    /// Name announced in WELCOME.
+    pub server_name: String,
+    /// The legacy policy in force.
+    pub legacy_policy: LegacyPolicy,
+}
+
+/// The daemon's changing state that bears on legality.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Env {
+    /// A kill or restart has begun: no new binds, no effects.
+    pub draining: bool,
+}
+
+/// An effect on the session. Carried out only when the state machine emits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Attach: send GEOMETRY, one SCREEN cut, then output and exit in order.
+    Attach {
+        /// Client rows (0 = unknown, does not count toward the PTY size).
+        rows: u16,
+        /// Client columns.
+        cols: u16,
+        /// Read-only clients never send input or affect the size.
+        read_only: bool,
+    },
+    /// Send one screen snapshot.
+    Peek {
+        /// Plain text.
+        plain: bool,
+        /// Whole scrollback.
+        full: bool,
+    },
+    /// Write bytes to the PTY.
+    Input(Bytes),
+    /// Set this connection's size (attached) or the PTY size (not attached).
+    Resize {
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
+    },
+    /// Signal the program.
+    Signal(i32),
+    /// The client detached; drop its attachment.
+    Detach,
+}
+
+impl Effect {
+    /// Whether the effect can change the session (as opposed to observing it).
+    pub fn is_mutating(&self) -> bool {
+        match self {
+            Self::Attach { read_only, .. } => !read_only,
+            Self::Peek { .. } | Self::Detach => false,
+            Self::Input(_) | Self::Resize { .. } | Self::Signal(_) => true,
+        }
+    }
+}
+
+/// One thing for the daemon to do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Out {
+    /// Send this frame.
+    Send(Outbound),
+    /// Send the daemon's STATUS (strict frame, or legacy JSON on a legacy connection).
+    Status,
+    /// Carry out this effect.
+    Effect(Effect),
+    /// Close the connection after sending what precedes.
+    Close,
+}
+
+/// Where a connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnState {
+    /// Nothing received yet.
+    Accepted,
+    /// HELLO accepted at this version.
+    Negotiated {
+        /// The chosen version.
+        version: u16,
+    },
+    /// BIND accepted.
+    Bound {
+        /// The chosen version.
+        version: u16,
+        /// Attached, and if so read-only or not.
+        attached: Option<bool>,
+    },
+    /// Legacy framing.
+    Legacy {
+        /// Attached (as writer or read-only).
+        attached: bool,
+    },
+    /// Closed; every further frame is ignored.
+    Closed,
+}
+
+/// The daemon side of one connection.
+#[derive(Debug)]
+pub struct ServerConn {
+    config: ServerConfig,
+    state: ConnState,
+}
+
+fn refuse(code: ErrorCode, detail: impl Into<String>) -> Vec<Out> {
+    let mut out = vec![Out::Send(Outbound::Strict(ServerFrame::error(
+        code, detail,
+    )))];
+    if code.is_fatal() {
+        out.push(Out::Close);
+    }
+    out
+}
+
+impl ServerConn {
+    /// A fresh connection.
+    pub fn new(config: ServerConfig) -> Self {
+        Self {
+            config,
+            state: ConnState::Accepted,
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> ConnState {
+        self.state
+    }
+
+    /// Whether the connection speaks the legacy framing.
+    pub fn is_legacy(&self) -> bool {
+        matches!(self.state, ConnState::Legacy { .. })
+    }
+
+    /// Whether the connection is attached read-write (its size counts).
+    pub fn is_writer(&self) -> bool {
+        matches!(
+            self.state,
+            ConnState::Bound {
+                attached: Some(false),
+                ..
+            }
+        ) || (matches!(self.state, ConnState::Legacy { attached: true })
+            && self.config.legacy_policy == LegacyPolicy::Full)
+    }
+
+    /// Whether the connection is attached at all.
+    pub fn is_attached(&self) -> bool {
+        matches!(
+            self.state,
+            ConnState::Bound {
+                attached: Some(_),
+                ..
+            } | ConnState::Legacy { attached: true }
+        )
+    }
+
+    /// Marks the connection closed (the daemon calls this on a fatal IO or frame
+    /// error, or when it cuts a slow client off).
+    pub fn close(&mut self) {
+        self.state = ConnState::Closed;
+    }
+
+    /// Feeds one decoded frame; returns what to do, in order.
+    pub fn handle(&mut self, frame: Inbound, env: Env) -> Vec<Out> {
+        let out = match frame {
+            Inbound::Strict(f) => self.handle_strict(f, env),
+            Inbound::Legacy(f) => self.handle_legacy(f, env),
+        };
+        if out.iter().any(|o| matches!(o, Out::Close)) {
+            self.state = ConnState::Closed;
+        }
+        out
+    }
+
+    fn handle_strict(&mut self, frame: ClientFrame, env: Env) -> Vec<Out> {
+        match self.state {
+            ConnState::Closed => Vec::new(),
+            ConnState::Legacy { .. } => {
+                refuse(ErrorCode::Malformed, "strict frame on a legacy connection")
+            }
+            ConnState::Accepted => match frame {
+                ClientFrame::Hello { versions, client } => self.hello(versions, &client),
+                _ => refuse(ErrorCode::NotNegotiated, "send HELLO first"),
+            },
+            ConnState::Negotiated { version } => match frame {
+                ClientFrame::Hello { .. } => refuse(ErrorCode::AlreadyNegotiated, "second HELLO"),
+                ClientFrame::Status => vec![Out::Status],
+                ClientFrame::Ping(n) => vec![Out::Send(Outbound::Strict(ServerFrame::Pong(n)))],
+                ClientFrame::Bind { id, incarnation } => {
+                    if env.draining {
+                        return refuse(ErrorCode::Draining, "session is shutting down");
+                    }
+                    let asked = SessionRef::new(id, incarnation);
+                    // Compare the incarnation in constant time whatever the id says.
+                    let inc_ok = asked.incarnation.ct_eq(&self.config.own.incarnation);
+                    let id_ok = asked.id == self.config.own.id;
+                    if !id_ok {
+                        return refuse(
+                            ErrorCode::IdMismatch,
+                            format!("this daemon serves id {}", self.config.own.id),
+                        );
+                    }
+                    if !inc_ok {
+                        return refuse(
+                            ErrorCode::IncarnationMismatch,
+                            "this id now belongs to another creation",
+                        );
+                    }
+                    self.state = ConnState::Bound {
+                        version,
+                        attached: None,
+                    };
+                    vec![Out::Send(Outbound::Strict(ServerFrame::Bound {
+                        id: self.config.own.id.clone(),
+                        incarnation: self.config.own.incarnation,
+                    }))]
+                }
+                _ => refuse(ErrorCode::NotBound, "send BIND before any effect"),
+            },
+            ConnState::Bound { version, attached } => self.bound(version, attached, frame, env),
+        }
+    }
+
+    fn hello(&mut self, versions: VersionRange, client: &str) -> Vec<Out> {
+        if client.len() > CLIENT_NAME_MAX_LEN {
+            let mut out = refuse(
+                ErrorCode::InvalidArgument,
+                "client name longer than 64 bytes",
+            );
+            out.push(Out::Close);
+            return out;
+        }
+        match negotiate(versions, self.config.versions) {
+            Some(version) => {
+                self.state = ConnState::Negotiated { version };
+                vec![Out::Send(Outbound::Strict(ServerFrame::Welcome {
+                    version,
+                    limits: self.config.limits,
+                    server: self.config.server_name.clone(),
+                }))]
+            }
+            None => refuse(
+                ErrorCode::VersionUnsupported,
+                format!(
+                    "daemon speaks {} and client asked {versions}",
+                    self.config.versions
+                ),
+            ),
+        }
+    }
+
+    fn bound(
+        &mut self,
+        version: u16,
+        attached: Option<bool>,
+        frame: ClientFrame,
+        env: Env,
+    ) -> Vec<Out> {
+        let effect = match frame {
+            ClientFrame::Hello { .. } => {
+                return refuse(ErrorCode::AlreadyNegotiated, "second HELLO")
+            }
+            ClientFrame::Bind { .. } => return refuse(ErrorCode::AlreadyBound, "second BIND"),
+            ClientFrame::Status => return vec![Out::Status],
+            ClientFrame::Ping(n) => return vec![Out::Send(Outbound::Strict(ServerFrame::Pong(n)))],
+            ClientFrame::Detach => {
+                return vec![
+                    Out::Effect(Effect::Detach),
+                    Out::Send(Outbound::Strict(ServerFrame::Detached)),
+                    Out::Close,
+                ]
+            }
+            ClientFrame::Attach {
+                rows,
+                cols,
+                read_only,
+            } => {
+                if attached.is_some() {
+                    return refuse(ErrorCode::AlreadyAttached, "connection is already attached");
+                }
+                Effect::Attach {
+                    rows,
+                    cols,
+                    read_only,
+                }
+            }
+            ClientFrame::Peek { plain, full } => Effect::Peek { plain, full },
+            ClientFrame::Input(b) => {
+                if attached == Some(true) {
+                    return refuse(
+                        ErrorCode::ForbiddenByPolicy,
+                        "read-only client cannot send input",
+                    );
+                }
+                Effect::Input(b)
+            }
+            ClientFrame::Resize { rows, cols } => {
+                if attached == Some(true) {
+                    return refuse(
+                        ErrorCode::ForbiddenByPolicy,
+                        "read-only client cannot resize",
+                    );
+                }
+                if rows == 0 || cols == 0 {
+                    return refuse(
+                        ErrorCode::InvalidArgument,
+                        "rows and columns must be at least 1",
+                    );
+                }
+                Effect::Resize { rows, cols }
+            }
+            ClientFrame::Signal { signal } => {
+                if attached == Some(true) {
+                    return refuse(
+                        ErrorCode::ForbiddenByPolicy,
+                        "read-only client cannot signal",
+                    );
+                }
+                if !(1..=64).contains(&signal) {
+                    return refuse(
+                        ErrorCode::InvalidArgument,
+                        format!("no such signal {signal}"),
+                    );
+                }
+                Effect::Signal(signal)
+            }
+        };
+        if env.draining {
+            return refuse(ErrorCode::Draining, "session is shutting down");
+        }
+        if let Effect::Attach { read_only, .. } = effect {
+            self.state = ConnState::Bound {
+                version,
+                attached: Some(read_only),
+            };
+        }
+        vec![Out::Effect(effect)]
+    }
+
+    fn handle_legacy(&mut self, frame: LegacyClientFrame, env: Env) -> Vec<Out> {
+        let attached = match self.state {
+            ConnState::Closed => return Vec::new(),
+            ConnState::Accepted => false,
+            ConnState::Legacy { attached } => attached,
+            // A connection that opened strict never turns legacy (no downgrade).
+            ConnState::Negotiated { .. } | ConnState::Bound { .. } => {
+                return refuse(ErrorCode::Malformed, "legacy packet on a strict connection")
+            }
+        };
+        let policy = self.config.legacy_policy;
+        if policy == LegacyPolicy::Off {
+            return vec![Out::Close];
+        }
+        self.state = ConnState::Legacy { attached };
+        let full = policy == LegacyPolicy::Full;
+        match frame {
+            LegacyClientFrame::Status => vec![Out::Status],
+            LegacyClientFrame::Detach => vec![Out::Effect(Effect::Detach), Out::Close],
+            LegacyClientFrame::Unknown(_) => Vec::new(),
+            _ if env.draining => Vec::new(),
+            LegacyClientFrame::Peek { plain, full } => {
+                vec![Out::Effect(Effect::Peek { plain, full })]
+            }
+            LegacyClientFrame::Attach(size) => {
+                if attached {
+                    return Vec::new();
+                }
+                self.state = ConnState::Legacy { attached: true };
+                let (rows, cols) = size.unwrap_or((0, 0));
+                vec![Out::Effect(Effect::Attach {
+                    rows,
+                    cols,
+                    read_only: !full,
+                })]
+            }
+            LegacyClientFrame::Data(b) if full => vec![Out::Effect(Effect::Input(b))],
+            LegacyClientFrame::Resize(Some((rows, cols))) if full && rows > 0 && cols > 0 => {
+                vec![Out::Effect(Effect::Resize { rows, cols })]
+            }
+            // Observe: input and resize never reach the session; the old framing has
+            // no error packet, so they are dropped (the daemon logs them).
+            LegacyClientFrame::Data(_) | LegacyClientFrame::Resize(_) => Vec::new(),
+        }
+    }
+}

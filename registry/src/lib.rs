@@ -1,1 +1,254 @@
-//! placeholder
+//! latch-registry: the on-disk registry (SPEC.md §9).
+//!
+//! What it does: resolves and checks the root (0700, owned by the user, never a
+//! symlink); loads or creates the key (0600, created exclusively); mints and
+//! verifies incarnations; reads and atomically writes metadata records,
+//! preserving unknown fields; takes per-session flock locks with a bounded wait;
+//! proves process identities before anything is signaled.
+//!
+//! What it does not do: talk to daemons (that is `latch-client` and
+//! `latch-daemon`), or decide policy about what to kill or remove.
+
+pub mod error;
+pub mod key;
+pub mod lock;
+pub mod proc;
+pub mod record;
+pub mod root;
+pub mod spec;
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use error::RegistryError;
+pub use key::Key;
+pub use lock::{SessionLock, DEFAULT_LOCK_WAIT};
+pub use proc::{PidFd, ProcIdentity, ProofError};
+pub use record::{ExitRecord, Record, RECORD_VERSION};
+pub use spec::{CreateSpec, ReadyMessage};
+
+use latch_wire::{Incarnation, SessionId};
+
+/// Name of the key file inside the root.
+pub const KEY_FILE: &str = "registry.key";
+/// `sun_path` holds 108 bytes including the terminating NUL.
+pub const SUN_PATH_MAX: usize = 107;
+
+/// An opened registry: a checked root and its key.
+#[derive(Debug)]
+pub struct Registry {
+    root: PathBuf,
+    key: Key,
+}
+
+impl Registry {
+    /// Opens (creating if needed) the registry at `root`.
+    pub fn open(root: &Path) -> Result<Self, RegistryError> {
+        root::ensure_root(root)?;
+        let key = Key::load_or_create(&root.join(KEY_FILE))?;
+        Ok(Self {
+            root: root.to_path_buf(),
+            key,
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The key.
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    fn file(&self, id: &SessionId, ext: &str) -> PathBuf {
+        self.root.join(format!("{id}.{ext}"))
+    }
+
+    /// `<root>/<id>.sock`.
+    pub fn socket_path(&self, id: &SessionId) -> PathBuf {
+        self.file(id, "sock")
+    }
+
+    /// `<root>/<id>.json`.
+    pub fn record_path(&self, id: &SessionId) -> PathBuf {
+        self.file(id, "json")
+    }
+
+    /// `<root>/<id>.lock`.
+    pub fn lock_path(&self, id: &SessionId) -> PathBuf {
+        self.file(id, "lock")
+    }
+
+    /// `<root>/<id>.log` (the daemon's stderr).
+    pub fn log_path(&self, id: &SessionId) -> PathBuf {
+        self.file(id, "log")
+    }
+
+    /// `<root>/<id>.events.jsonl`.
+    pub fn events_path(&self, id: &SessionId) -> PathBuf {
+        self.file(id, "events.jsonl")
+    }
+
+    /// Refuses an id whose socket path would not fit `sun_path`.
+    pub fn check_socket_fits(&self, id: &SessionId) -> Result<(), RegistryError> {
+        let path = self.socket_path(id);
+        let len = path.as_os_str().as_bytes().len();
+        if len > SUN_PATH_MAX {
+            return Err(RegistryError::IdTooLongForSocket {
+                path,
+                len,
+                max: SUN_PATH_MAX,
+            });
+        }
+        Ok(())
+    }
+
+    /// Mints a fresh incarnation for `id`.
+    pub fn mint(&self, id: &SessionId) -> Result<Incarnation, RegistryError> {
+        self.key.mint(id)
+    }
+
+    /// Whether `inc` was minted for `id` under this registry's key.
+    pub fn verify(&self, id: &SessionId, inc: &Incarnation) -> bool {
+        self.key.verify(id, inc)
+    }
+
+    /// Takes the session lock, waiting at most `wait`.
+    pub fn lock(&self, id: &SessionId, wait: Duration) -> Result<SessionLock, RegistryError> {
+        SessionLock::acquire(&self.lock_path(id), id, wait)
+    }
+
+    /// Reads a record without the lock (writes are atomic renames, so never torn).
+    pub fn read_record(&self, id: &SessionId) -> Result<Option<Record>, RegistryError> {
+        record::read_record_file(&self.record_path(id), id)
+    }
+
+    /// Writes a record under its session lock.
+    pub fn write_record(&self, lock: &SessionLock, record: &Record) -> Result<(), RegistryError> {
+        if lock.id() != &record.id {
+            return Err(RegistryError::io(
+                "write record",
+                io::Error::other(format!(
+                    "lock is for {}, record is for {}",
+                    lock.id(),
+                    record.id
+                )),
+            ));
+        }
+        let bytes = serde_json::to_vec_pretty(record)
+            .map_err(|e| RegistryError::io("encode record", io::Error::other(e)))?;
+        record::write_atomic(&self.record_path(&record.id), &bytes)
+    }
+
+    /// Removes a session's record, events, log and lock file, under its lock. The
+    /// socket is not touched here: only its daemon, or a caller that proved it dead,
+    /// removes it (see [`Registry::remove_stale_socket`]).
+    pub fn remove_files(&self, lock: SessionLock) -> Result<(), RegistryError> {
+        let id = lock.id().clone();
+        for path in [
+            self.record_path(&id),
+            self.events_path(&id),
+            self.log_path(&id),
+        ] {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(RegistryError::io(format!("remove {}", path.display()), e)),
+            }
+        }
+        lock.unlink()
+            .map_err(|e| RegistryError::io("remove lock file", e))?;
+        Ok(())
+    }
+
+    /// Unlinks `<id>.sock` only if connecting to it fails (nobody is listening),
+    /// under the session lock. Returns whether it was removed. A socket that
+    /// answers is never unlinked.
+    pub fn remove_stale_socket(&self, lock: &SessionLock) -> Result<bool, RegistryError> {
+        let path = self.socket_path(lock.id());
+        match std::os::unix::net::UnixStream::connect(&path) {
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                match fs::remove_file(&path) {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                    Err(e) => Err(RegistryError::io(format!("remove {}", path.display()), e)),
+                }
+            }
+            Err(e) => Err(RegistryError::io(format!("probe {}", path.display()), e)),
+        }
+    }
+
+    /// Every id with a record file, sorted, plus the names of `.json` files that are
+    /// not valid ids (reported, never dropped silently).
+    pub fn list_ids(&self) -> Result<(Vec<SessionId>, Vec<String>), RegistryError> {
+        let mut ids = Vec::new();
+        let mut bad = Vec::new();
+        let dir = fs::read_dir(&self.root)
+            .map_err(|e| RegistryError::io(format!("read {}", self.root.display()), e))?;
+        for entry in dir {
+            let entry = entry.map_err(|e| RegistryError::io("read registry", e))?;
+            let name = entry.file_name();
+            let Some(stem) = name.as_bytes().strip_suffix(b".json") else {
+                continue;
+            };
+            let stem = OsStr::from_bytes(stem).to_string_lossy().into_owned();
+            match SessionId::new(stem.clone()) {
+                Ok(id) => ids.push(id),
+                Err(_) => bad.push(stem),
+            }
+        }
+        ids.sort();
+        bad.sort();
+        Ok((ids, bad))
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_path_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = Registry::open(&tmp.path().join("r".repeat(60))).unwrap();
+        let base = reg.root().as_os_str().len() + "/".len() + ".sock".len();
+        let fits = SessionId::new("a".repeat(SUN_PATH_MAX - base)).unwrap();
+        assert!(reg.check_socket_fits(&fits).is_ok());
+        let too_long = SessionId::new("a".repeat(SUN_PATH_MAX - base + 1)).unwrap();
+        assert!(matches!(
+            reg.check_socket_fits(&too_long),
+            Err(RegistryError::IdTooLongForSocket { .. })
+        ));
+    }
+
+    #[test]
+    fn stale_socket_is_removed_but_a_live_one_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = Registry::open(&tmp.path().join("r")).unwrap();
+        let id = SessionId::new("s").unwrap();
+        let lock = reg.lock(&id, Duration::ZERO).unwrap();
+        let path = reg.socket_path(&id);
+        let live = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert!(!reg.remove_stale_socket(&lock).unwrap());
+        assert!(path.exists());
+        drop(live);
+        assert!(reg.remove_stale_socket(&lock).unwrap());
+        assert!(!path.exists());
+    }
+}

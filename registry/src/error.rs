@@ -1,0 +1,98 @@
+//! The registry's typed errors.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Something the registry could not do. Each variant maps to one exit code in the CLI.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The root is unsafe: wrong owner, wrong mode, a symlink, or not a directory.
+    UnsafeRoot {
+        /// The root.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The key file is unsafe or malformed.
+    UnsafeKey {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No home directory to derive the default root from.
+    NoRoot,
+    /// The socket path for this id would not fit `sun_path`.
+    IdTooLongForSocket {
+        /// The path that would not fit.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// The session lock stayed held by someone else past the wait.
+    Busy {
+        /// The session.
+        id: String,
+    },
+    /// The record exists but cannot be read or parsed (a degraded read, not an absence).
+    Corrupt {
+        /// The record file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// An IO error on a registry file.
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl RegistryError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnsafeRoot { path, reason } => {
+                write!(f, "refusing registry root {}: {reason}", path.display())
+            }
+            Self::UnsafeKey { path, reason } => {
+                write!(f, "refusing registry key {}: {reason}", path.display())
+            }
+            Self::NoRoot => f.write_str(
+                "cannot find a registry root: set --root, LATCH_ROOT, XDG_STATE_HOME or HOME",
+            ),
+            Self::IdTooLongForSocket { path, len, max } => write!(
+                f,
+                "socket path {} is {len} bytes, over the {max}-byte limit: use a shorter id or root",
+                path.display()
+            ),
+            Self::Busy { id } => write!(f, "session {id} is busy (its lock is held elsewhere)"),
+            Self::Corrupt { path, reason } => {
+                write!(f, "record {} is unreadable: {reason}", path.display())
+            }
+            Self::Io { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for RegistryError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

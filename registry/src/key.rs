@@ -1,0 +1,223 @@
+//! The registry key and incarnation minting (SPEC.md §2.2, §9.2).
+//!
+//! ```text
+//! tag = HMAC-SHA256(key, "latch/incarnation/v1" || 0x00 || u8(len(id)) || id || nonce)[..16]
+//! incarnation = "v1." || hex(nonce) || "." || hex(tag)
+//! ```
+//!
+//! The nonce is 16 fresh random bytes per creation, so two creations of one id
+//! never share an incarnation; anyone holding the key can verify one later.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use latch_wire::ids::{INCARNATION_NONCE_LEN, INCARNATION_TAG_LEN};
+use latch_wire::{Incarnation, SessionId};
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::error::RegistryError;
+
+/// Domain separation tag for incarnation MACs.
+pub const INCARNATION_DOMAIN: &[u8] = b"latch/incarnation/v1";
+/// Key length in bytes.
+pub const KEY_LEN: usize = 32;
+
+/// The registry's secret key.
+pub struct Key {
+    hmac: hmac::Key,
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(..)")
+    }
+}
+
+impl Key {
+    /// A key from raw bytes.
+    pub fn from_bytes(bytes: &[u8; KEY_LEN]) -> Self {
+        Self {
+            hmac: hmac::Key::new(hmac::HMAC_SHA256, bytes),
+        }
+    }
+
+    /// Loads the key at `path`, creating it exclusively (mode 0600, 32 random bytes)
+    /// if it does not exist. Refuses a key not owned by the effective user, with any
+    /// mode other than 0600, a symlink, or of the wrong length.
+    pub fn load_or_create(path: &Path) -> Result<Self, RegistryError> {
+        let unsafe_key = |reason: String| RegistryError::UnsafeKey {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let rng = SystemRandom::new();
+        let mut fresh = [0u8; KEY_LEN];
+        rng.fill(&mut fresh)
+            .map_err(|_| unsafe_key("no system randomness".into()))?;
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+        {
+            Ok(mut f) => {
+                f.write_all(&fresh)
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| RegistryError::io(format!("write {}", path.display()), e))?;
+                return Ok(Self::from_bytes(&fresh));
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(RegistryError::io(format!("create {}", path.display()), e)),
+        }
+        let mut f = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    unsafe_key("it is a symbolic link".into())
+                } else {
+                    RegistryError::io(format!("open {}", path.display()), e)
+                }
+            })?;
+        let meta = f
+            .metadata()
+            .map_err(|e| RegistryError::io(format!("stat {}", path.display()), e))?;
+        let euid = nix::unistd::geteuid().as_raw();
+        if meta.uid() != euid {
+            return Err(unsafe_key(format!(
+                "owned by uid {}, not by you (uid {euid})",
+                meta.uid()
+            )));
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode != 0o600 {
+            return Err(unsafe_key(format!(
+                "mode is {mode:04o}, must be 0600 (fix with: chmod 600 {})",
+                path.display()
+            )));
+        }
+        let mut bytes = Vec::with_capacity(KEY_LEN + 1);
+        Read::by_ref(&mut f)
+            .take(KEY_LEN as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| RegistryError::io(format!("read {}", path.display()), e))?;
+        let arr: [u8; KEY_LEN] = bytes.as_slice().try_into().map_err(|_| {
+            unsafe_key(format!(
+                "it holds {} bytes, expected {KEY_LEN}",
+                bytes.len()
+            ))
+        })?;
+        Ok(Self::from_bytes(&arr))
+    }
+
+    fn tag(&self, id: &SessionId, nonce: &[u8; INCARNATION_NONCE_LEN]) -> hmac::Tag {
+        let mut ctx = hmac::Context::with_key(&self.hmac);
+        ctx.update(INCARNATION_DOMAIN);
+        ctx.update(&[0]);
+        // Ids are at most 64 bytes, so the length fits a byte; the prefix keeps
+        // (id, nonce) boundaries unambiguous.
+        let len = u8::try_from(id.as_str().len()).unwrap_or(u8::MAX);
+        ctx.update(&[len]);
+        ctx.update(id.as_str().as_bytes());
+        ctx.update(nonce);
+        ctx.sign()
+    }
+
+    /// Mints a fresh incarnation for `id`.
+    pub fn mint(&self, id: &SessionId) -> Result<Incarnation, RegistryError> {
+        let mut nonce = [0u8; INCARNATION_NONCE_LEN];
+        SystemRandom::new().fill(&mut nonce).map_err(|_| {
+            RegistryError::io("randomness", io::Error::other("no system randomness"))
+        })?;
+        let full = self.tag(id, &nonce);
+        let mut tag = [0u8; INCARNATION_TAG_LEN];
+        tag.copy_from_slice(&full.as_ref()[..INCARNATION_TAG_LEN]);
+        Ok(Incarnation::from_parts(nonce, tag))
+    }
+
+    /// Whether `inc` was minted for `id` under this key (constant-time comparison).
+    pub fn verify(&self, id: &SessionId, inc: &Incarnation) -> bool {
+        let full = self.tag(id, inc.nonce());
+        let mut tag = [0u8; INCARNATION_TAG_LEN];
+        tag.copy_from_slice(&full.as_ref()[..INCARNATION_TAG_LEN]);
+        Incarnation::from_parts(*inc.nonce(), tag).ct_eq(inc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mint_is_fresh_and_verifiable_only_under_its_key_and_id() {
+        let key = Key::from_bytes(&[1; KEY_LEN]);
+        let other = Key::from_bytes(&[2; KEY_LEN]);
+        let id = SessionId::new("build").unwrap();
+        let a = key.mint(&id).unwrap();
+        let b = key.mint(&id).unwrap();
+        assert_ne!(a, b, "two creations of one id share an incarnation");
+        assert!(key.verify(&id, &a));
+        assert!(key.verify(&id, &b));
+        assert!(!other.verify(&id, &a));
+        assert!(!key.verify(&SessionId::new("build2").unwrap(), &a));
+        let mut forged_tag = *a.tag();
+        forged_tag[0] ^= 1;
+        assert!(!key.verify(&id, &Incarnation::from_parts(*a.nonce(), forged_tag)));
+    }
+
+    #[test]
+    fn known_answer() {
+        // Pins the MAC construction of SPEC.md §2.2.
+        let key = Key::from_bytes(&[0x0b; KEY_LEN]);
+        let id = SessionId::new("s").unwrap();
+        let nonce = [0u8; 16];
+        let mut msg = Vec::new();
+        msg.extend_from_slice(b"latch/incarnation/v1\0\x01s");
+        msg.extend_from_slice(&nonce);
+        let expect = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &[0x0b; 32]), &msg);
+        assert_eq!(key.tag(&id, &nonce).as_ref(), expect.as_ref());
+    }
+
+    #[test]
+    fn key_file_is_created_0600_and_reloaded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("registry.key");
+        let k1 = Key::load_or_create(&path).unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(fs::metadata(&path).unwrap().len(), KEY_LEN as u64);
+        let id = SessionId::new("x").unwrap();
+        let inc = k1.mint(&id).unwrap();
+        let k2 = Key::load_or_create(&path).unwrap();
+        assert!(k2.verify(&id, &inc));
+    }
+
+    #[test]
+    fn refuses_wrong_mode_length_and_symlink() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("registry.key");
+        Key::load_or_create(&path).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        let err = Key::load_or_create(&path).unwrap_err().to_string();
+        assert!(err.contains("0644"), "{err}");
+
+        let short = tmp.path().join("short.key");
+        fs::write(&short, b"abc").unwrap();
+        fs::set_permissions(&short, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(Key::load_or_create(&short)
+            .unwrap_err()
+            .to_string()
+            .contains("3 bytes"));
+
+        let link = tmp.path().join("link.key");
+        std::os::unix::fs::symlink(&short, &link).unwrap();
+        assert!(Key::load_or_create(&link)
+            .unwrap_err()
+            .to_string()
+            .contains("symbolic link"));
+    }
+}

@@ -1,0 +1,223 @@
+//! Process identity: start times, boot id, pidfds (SPEC.md §9.5).
+//!
+//! A pid alone names nothing durable. A [`ProcIdentity`] adds the process's start
+//! time (field 22 of `/proc/PID/stat`, in clock ticks since boot) and the boot id,
+//! so a recycled pid is detected. To signal a process named in a file: open a
+//! pidfd first, then confirm the identity, then signal through the pidfd
+//! ([`signal_proven`]); the pidfd pins the process, so nothing can be recycled
+//! between the check and the signal.
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use serde::{Deserialize, Serialize};
+
+/// A process, durably named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcIdentity {
+    /// The pid.
+    pub pid: u32,
+    /// Field 22 of `/proc/PID/stat`.
+    pub start_time: u64,
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+}
+
+impl ProcIdentity {
+    /// Reads the identity of a live process.
+    pub fn of(pid: u32) -> io::Result<Self> {
+        Ok(Self {
+            pid,
+            start_time: start_time(pid)?,
+            boot_id: boot_id()?,
+        })
+    }
+}
+
+/// Field 22 (starttime) of `/proc/PID/stat`. The command name (field 2) may hold
+/// spaces and parentheses, so fields are counted after the last `)`.
+pub fn start_time(pid: u32) -> io::Result<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    parse_start_time(&stat)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed /proc/PID/stat"))
+}
+
+/// Parses field 22 out of a `/proc/PID/stat` line.
+pub fn parse_start_time(stat: &str) -> Option<u64> {
+    let after = stat.get(stat.rfind(')')? + 1..)?;
+    // After ")" come fields 3.. ; starttime is field 22, i.e. the 20th here.
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The current boot id.
+pub fn boot_id() -> io::Result<String> {
+    Ok(fs::read_to_string("/proc/sys/kernel/random/boot_id")?
+        .trim()
+        .to_owned())
+}
+
+/// A pidfd: a handle on one process that never refers to a recycled pid.
+#[derive(Debug)]
+pub struct PidFd {
+    fd: OwnedFd,
+    pid: u32,
+}
+
+impl PidFd {
+    /// `pidfd_open(pid, 0)`.
+    pub fn open(pid: u32) -> io::Result<Self> {
+        let pid_t = libc::pid_t::try_from(pid)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid_t, 0) };
+        if ret < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let raw = RawFd::try_from(ret)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "fd out of range"))?;
+        // SAFETY: the kernel just returned this fd to us; we own it.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(Self { fd, pid })
+    }
+
+    /// The pid this handle was opened for.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// `pidfd_send_signal(fd, sig, NULL, 0)`. Fails with ESRCH once the process is
+    /// gone, never reaching another process.
+    pub fn send_signal(&self, sig: i32) -> io::Result<()> {
+        // SAFETY: a valid pidfd, a signal number, a null siginfo and zero flags.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.fd.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether the process is still running (signal 0 through the pidfd).
+    pub fn is_alive(&self) -> bool {
+        self.send_signal(0).is_ok()
+    }
+
+    /// The raw fd (readable once the process has exited).
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Why a process named in a file could not be proven to be the one recorded.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ProofError {
+    /// No such process (it exited).
+    Gone,
+    /// The pid is alive but its start time or the boot id differ: recycled.
+    Mismatch,
+    /// The proof could not be completed (permission, /proc unreadable).
+    Unverifiable(io::Error),
+}
+
+impl std::fmt::Display for ProofError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Gone => f.write_str("process is gone"),
+            Self::Mismatch => f.write_str("pid now belongs to another process"),
+            Self::Unverifiable(e) => write!(f, "cannot verify process identity: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProofError {}
+
+/// Opens a pidfd for `who` and proves it is the recorded process: pidfd first, then
+/// start time and boot id. Only a proven handle is returned.
+pub fn prove(who: &ProcIdentity) -> Result<PidFd, ProofError> {
+    let fd = match PidFd::open(who.pid) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Err(ProofError::Gone),
+        Err(e) => return Err(ProofError::Unverifiable(e)),
+    };
+    let now_boot = boot_id().map_err(ProofError::Unverifiable)?;
+    if now_boot != who.boot_id {
+        return Err(ProofError::Mismatch);
+    }
+    match start_time(who.pid) {
+        Ok(t) if t == who.start_time => {}
+        Ok(_) => return Err(ProofError::Mismatch),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ProofError::Gone),
+        Err(e) => return Err(ProofError::Unverifiable(e)),
+    }
+    // The pidfd was opened before the start time was read, so if the start time
+    // matched, the pidfd refers to the recorded process (or to nothing, if it has
+    // since exited: signals then fail with ESRCH).
+    if !fd.is_alive() {
+        return Err(ProofError::Gone);
+    }
+    Ok(fd)
+}
+
+/// Proves `who` and sends `sig` through the pidfd.
+pub fn signal_proven(who: &ProcIdentity, sig: i32) -> Result<(), ProofError> {
+    let fd = prove(who)?;
+    fd.send_signal(sig).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ESRCH) {
+            ProofError::Gone
+        } else {
+            ProofError::Unverifiable(e)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_start_time_with_hostile_comm() {
+        let line =
+            "1234 (a) b) (c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_start_time(line), Some(987_654));
+        assert_eq!(parse_start_time("garbage"), None);
+        assert_eq!(parse_start_time("1 (x) S 1"), None);
+    }
+
+    #[test]
+    fn own_identity_proves_and_a_wrong_start_time_does_not() {
+        let me = ProcIdentity::of(std::process::id()).unwrap();
+        assert!(prove(&me).is_ok());
+        let recycled = ProcIdentity {
+            start_time: me.start_time + 1,
+            ..me.clone()
+        };
+        assert!(matches!(prove(&recycled), Err(ProofError::Mismatch)));
+        let other_boot = ProcIdentity {
+            boot_id: "00000000-0000-0000-0000-000000000000".into(),
+            ..me
+        };
+        assert!(matches!(prove(&other_boot), Err(ProofError::Mismatch)));
+    }
+
+    #[test]
+    fn a_reaped_child_is_gone_and_never_signaled() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let who = ProcIdentity::of(child.id()).unwrap();
+        child.wait().unwrap();
+        assert!(matches!(
+            signal_proven(&who, libc::SIGTERM),
+            Err(ProofError::Gone)
+        ));
+    }
+}

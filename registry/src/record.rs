@@ -1,0 +1,181 @@
+//! The metadata record: `<root>/<id>.json` (SPEC.md §9.3).
+//!
+//! Written only under the session lock, by temp file + fsync + rename + fsync of
+//! the directory, so a reader sees the old record or the new one, never a torn
+//! one. Fields this build does not know are kept in `extra` and written back.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use latch_wire::{Incarnation, LegacyPolicy, SessionId};
+use serde::{Deserialize, Serialize};
+
+use crate::error::RegistryError;
+use crate::proc::ProcIdentity;
+
+/// The record format version this build writes.
+pub const RECORD_VERSION: u32 = 1;
+
+/// How the program ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExitRecord {
+    /// Exit code for a normal exit.
+    pub code: Option<i32>,
+    /// Signal number if killed by a signal.
+    pub signal: Option<i32>,
+    /// When the daemon saw the exit (ms since the epoch).
+    pub exited_at_ms: u64,
+}
+
+/// One session's metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// Format version.
+    pub version: u32,
+    /// The id (must match the file name).
+    pub id: SessionId,
+    /// The creation (immutable).
+    pub incarnation: Incarnation,
+    /// Mutable, non-unique display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Working directory of the program.
+    pub cwd: String,
+    /// Creation time, ms since the epoch.
+    pub created_at_ms: u64,
+    /// The daemon process.
+    pub daemon: ProcIdentity,
+    /// The program's process.
+    pub child: ProcIdentity,
+    /// Tags.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// The legacy policy in force.
+    #[serde(default)]
+    pub legacy_policy: LegacyPolicy,
+    /// Set once the program has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<ExitRecord>,
+    /// Fields written by another build, preserved on rewrite.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Reads and parses a record file. `Ok(None)`: no such file. `Err(Corrupt)`: the file
+/// exists but cannot be read or parsed (a degraded read, never an absence).
+pub fn read_record_file(path: &Path, id: &SessionId) -> Result<Option<Record>, RegistryError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(RegistryError::Corrupt {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })
+        }
+    };
+    let record: Record = serde_json::from_slice(&bytes).map_err(|e| RegistryError::Corrupt {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    if &record.id != id {
+        return Err(RegistryError::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("record names id {}, file is for {id}", record.id),
+        });
+    }
+    Ok(Some(record))
+}
+
+/// Writes `bytes` to `path` atomically: a temp file beside it (mode 0600), fsync,
+/// rename over `path`, fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".tmp.{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let result = (|| -> io::Result<()> {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        fs::File::open(dir)?.sync_all()
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        RegistryError::io(format!("write {}", path.display()), e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Record {
+        let me = ProcIdentity::of(std::process::id()).unwrap();
+        Record {
+            version: RECORD_VERSION,
+            id: SessionId::new("s1").unwrap(),
+            incarnation: Incarnation::from_parts([1; 16], [2; 16]),
+            display_name: Some("build".into()),
+            command: vec!["sh".into()],
+            cwd: "/".into(),
+            created_at_ms: 1,
+            daemon: me.clone(),
+            child: me,
+            tags: BTreeMap::new(),
+            legacy_policy: LegacyPolicy::Observe,
+            exit: None,
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    #[test]
+    fn unknown_fields_survive_a_rewrite() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s1.json");
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["futureField"] = serde_json::json!({"x": [1, 2]});
+        fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+        let id = SessionId::new("s1").unwrap();
+        let mut rec = read_record_file(&path, &id).unwrap().unwrap();
+        rec.tags.insert("k".into(), "v".into());
+        write_atomic(&path, &serde_json::to_vec(&rec).unwrap()).unwrap();
+        let back: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert_eq!(back["futureField"], serde_json::json!({"x": [1, 2]}));
+        assert_eq!(back["tags"]["k"], "v");
+    }
+
+    #[test]
+    fn missing_is_none_and_garbage_is_corrupt() {
+        let tmp = tempfile::tempdir().unwrap();
+        let id = SessionId::new("s1").unwrap();
+        let path = tmp.path().join("s1.json");
+        assert!(read_record_file(&path, &id).unwrap().is_none());
+        fs::write(&path, b"{not json").unwrap();
+        assert!(matches!(
+            read_record_file(&path, &id),
+            Err(RegistryError::Corrupt { .. })
+        ));
+        // A record that names another id is corrupt too.
+        fs::write(&path, serde_json::to_vec(&sample()).unwrap()).unwrap();
+        let other = SessionId::new("s2").unwrap();
+        assert!(matches!(
+            read_record_file(&path, &other),
+            Err(RegistryError::Corrupt { .. })
+        ));
+    }
+}

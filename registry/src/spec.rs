@@ -1,0 +1,70 @@
+//! What a client hands a new daemon, and what the daemon answers once ready
+//! (SPEC.md §9.6). Shared here because the daemon and the client never import
+//! each other.
+
+use std::collections::BTreeMap;
+
+use latch_wire::{Incarnation, LegacyPolicy, SessionId};
+use serde::{Deserialize, Serialize};
+
+/// The environment variable naming the session id, set in the program's environment.
+pub const ENV_SESSION_ID: &str = "LATCH_SESSION_ID";
+/// The environment variable naming the incarnation, set in the program's environment.
+pub const ENV_INCARNATION: &str = "LATCH_INCARNATION";
+/// The environment variable naming the registry root, set in the program's environment.
+pub const ENV_ROOT: &str = "LATCH_ROOT";
+
+/// Default scrollback, in lines.
+pub const DEFAULT_SCROLLBACK: usize = 10_000;
+
+/// Everything a daemon needs to create a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSpec {
+    /// The id to create.
+    pub id: SessionId,
+    /// Optional display name (already validated).
+    pub display_name: Option<String>,
+    /// Program and arguments (non-empty).
+    pub command: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// The program's complete environment (the daemon adds the LATCH_* variables).
+    pub env: BTreeMap<String, String>,
+    /// Initial rows.
+    pub rows: u16,
+    /// Initial columns.
+    pub cols: u16,
+    /// Initial tags.
+    pub tags: BTreeMap<String, String>,
+    /// Legacy policy.
+    pub legacy_policy: LegacyPolicy,
+    /// Scrollback lines kept by the emulator.
+    pub scrollback: usize,
+}
+
+/// The one JSON line a daemon writes to its readiness pipe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "camelCase")]
+pub enum ReadyMessage {
+    /// The socket is listening and the record is written.
+    #[serde(rename_all = "camelCase")]
+    Ready {
+        /// The minted incarnation.
+        incarnation: Incarnation,
+        /// The daemon's pid.
+        daemon_pid: u32,
+        /// The program's pid.
+        child_pid: u32,
+        /// Creation time, ms since the epoch.
+        created_at_ms: u64,
+    },
+    /// Creation failed; nothing was left behind.
+    #[serde(rename_all = "camelCase")]
+    Failed {
+        /// `exists`, `busy`, `invalid`, `spawn`, `io`.
+        kind: String,
+        /// What went wrong.
+        message: String,
+    },
+}

@@ -51,6 +51,22 @@ pub fn parse_start_time(stat: &str) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Parses field 3 (the state letter) out of a `/proc/PID/stat` line.
+pub fn parse_state(stat: &str) -> Option<char> {
+    let after = stat.get(stat.rfind(')')? + 1..)?;
+    after.split_whitespace().next()?.chars().next()
+}
+
+/// Whether `pid` is a zombie or dead (exited, not yet reaped). Such a process still
+/// answers signal 0, but it is gone: an orphaned daemon whose init does not reap
+/// stays a zombie forever.
+pub fn is_zombie(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| parse_state(&s))
+        .is_some_and(|c| matches!(c, 'Z' | 'X' | 'x'))
+}
+
 /// The current boot id.
 pub fn boot_id() -> io::Result<String> {
     Ok(fs::read_to_string("/proc/sys/kernel/random/boot_id")?
@@ -163,7 +179,7 @@ pub fn prove(who: &ProcIdentity) -> Result<PidFd, ProofError> {
     // The pidfd was opened before the start time was read, so if the start time
     // matched, the pidfd refers to the recorded process (or to nothing, if it has
     // since exited: signals then fail with ESRCH).
-    if !fd.is_alive() {
+    if !fd.is_alive() || is_zombie(who.pid) {
         return Err(ProofError::Gone);
     }
     Ok(fd)
@@ -192,6 +208,8 @@ mod tests {
         assert_eq!(parse_start_time(line), Some(987_654));
         assert_eq!(parse_start_time("garbage"), None);
         assert_eq!(parse_start_time("1 (x) S 1"), None);
+        assert_eq!(parse_state(line), Some('S'));
+        assert_eq!(parse_state("1 (a) b) Z 0"), Some('Z'));
     }
 
     #[test]
@@ -208,6 +226,22 @@ mod tests {
             ..me
         };
         assert!(matches!(prove(&other_boot), Err(ProofError::Mismatch)));
+    }
+
+    #[test]
+    fn an_unreaped_zombie_is_gone() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let who = ProcIdentity::of(child.id()).unwrap();
+        // Wait for the exit without reaping: waitid with WNOWAIT.
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        nix::sys::wait::waitid(
+            nix::sys::wait::Id::Pid(pid),
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        )
+        .unwrap();
+        assert!(is_zombie(child.id()));
+        assert!(matches!(prove(&who), Err(ProofError::Gone)));
+        child.wait().unwrap();
     }
 
     #[test]

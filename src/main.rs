@@ -1,1 +1,19 @@
-fn main() {}
+//! `latch`: parse, dispatch, map errors to exit codes.
+
+mod attach;
+mod cli;
+mod commands;
+mod keys;
+mod output;
+
+use clap::Parser;
+
+fn main() {
+    let cli = cli::Cli::parse();
+    let json = cli.command.wants_json();
+    let code = match commands::run(cli) {
+        Ok(code) => code,
+        Err(e) => output::report_error(&e, json),
+    };
+    std::process::exit(code);
+}

@@ -136,8 +136,9 @@ impl Encoder<Outbound> for ServerCodec {
     }
 }
 
-/// The strict client's codec.
-#[derive(Debug)]
+/// The strict client's codec. Clone it to give the read and write halves of a
+/// connection their own codec after the handshake.
+#[derive(Debug, Clone)]
 pub struct ClientCodec {
     preamble_sent: bool,
     preamble_seen: bool,

@@ -181,6 +181,7 @@ pub struct StatusReply {
 
 /// How a daemon treats connections that speak the legacy framing (SPEC.md §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
 pub enum LegacyPolicy {
     /// Index 0. Close legacy connections at once.
     Off,

@@ -1,0 +1,463 @@
+//! Connections to a session daemon (SPEC.md §5): connect, check the daemon's
+//! uid, HELLO, BIND, then requests. Blocking IO with timeouts; no runtime.
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use latch_wire::client::{ClientHandshake, HandshakeError, Negotiated};
+use latch_wire::{ClientCodec, ClientFrame, ErrorCode, ExitStatus, FrameError, ServerFrame, SessionRef, StatusReply};
+
+use crate::error::ClientError;
+
+/// Time allowed for connect + HELLO + BIND, and for each request's answer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One end of a connection that reads frames.
+#[derive(Debug)]
+pub struct FrameReader {
+    stream: UnixStream,
+    codec: ClientCodec,
+    buf: BytesMut,
+}
+
+/// One end of a connection that writes frames.
+#[derive(Debug)]
+pub struct FrameWriter {
+    stream: UnixStream,
+    codec: ClientCodec,
+    out: BytesMut,
+}
+
+fn frame_err(e: FrameError) -> ClientError {
+    match e {
+        FrameError::LegacyPeer(_) => ClientError::Protocol(format!(
+            "{e}; the daemon is older than this client: restart the session (latch restart) to upgrade it"
+        )),
+        FrameError::BadOpening => ClientError::Protocol(
+            "the peer's answer is not latch protocol framing (is this a latch socket?)".into(),
+        ),
+        other => ClientError::Protocol(other.to_string()),
+    }
+}
+
+fn io_err(context: &str, e: io::Error) -> ClientError {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            ClientError::Unreachable(format!("{context}: the daemon did not answer in time"))
+        }
+        _ => ClientError::Unreachable(format!("{context}: {e}")),
+    }
+}
+
+impl FrameReader {
+    /// Reads the next frame. `Ok(None)`: the daemon closed the connection cleanly.
+    pub fn read_frame(&mut self) -> Result<Option<ServerFrame>, ClientError> {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            if let Some(f) = self.codec.decode_server(&mut self.buf).map_err(frame_err)? {
+                return Ok(Some(f));
+            }
+            let n = match self.stream.read(&mut chunk) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_err("read", e)),
+            };
+            if n == 0 {
+                if !self.codec.answered() {
+                    return Err(ClientError::Protocol(
+                        "the daemon closed the connection without answering latch protocol 2; \
+                         it may be an older daemon (restart the session to upgrade it)"
+                            .into(),
+                    ));
+                }
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                return Err(ClientError::Protocol("connection closed mid-frame".into()));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Sets the read timeout (`None`: block).
+    pub fn set_timeout(&self, t: Option<Duration>) -> Result<(), ClientError> {
+        self.stream
+            .set_read_timeout(t)
+            .map_err(|e| ClientError::Other(e.to_string()))
+    }
+}
+
+impl FrameWriter {
+    /// Writes one frame.
+    pub fn write_frame(&mut self, f: &ClientFrame) -> Result<(), ClientError> {
+        self.out.clear();
+        self.codec
+            .encode_client(f, &mut self.out)
+            .map_err(|e| ClientError::Usage(e.to_string()))?;
+        self.stream
+            .write_all(&self.out)
+            .map_err(|e| io_err("write", e))
+    }
+}
+
+/// A connection that completed HELLO but is not bound: it may only ask STATUS.
+#[derive(Debug)]
+pub struct Connection {
+    reader: FrameReader,
+    writer: FrameWriter,
+    negotiated: Negotiated,
+}
+
+/// Checks that the peer of `stream` runs as our effective uid (BRIEF.md invariant 9).
+fn check_peer_uid(stream: &UnixStream) -> Result<(), ClientError> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let cred = getsockopt(stream, PeerCredentials)
+        .map_err(|e| ClientError::Unreachable(format!("cannot read peer credentials: {e}")))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if cred.uid() != me {
+        return Err(ClientError::Refused(format!(
+            "the daemon runs as uid {}, not as you (uid {me})",
+            cred.uid()
+        )));
+    }
+    Ok(())
+}
+
+impl Connection {
+    /// Connects to the socket at `path` and negotiates a version.
+    pub fn open(path: &Path, timeout: Duration) -> Result<Self, ClientError> {
+        let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => ClientError::Unreachable(
+                format!("no daemon listening at {}: {e}", path.display()),
+            ),
+            _ => ClientError::Unreachable(format!("connect {}: {e}", path.display())),
+        })?;
+        Self::over(stream, timeout)
+    }
+
+    /// Negotiates over an already connected stream.
+    pub fn over(stream: UnixStream, timeout: Duration) -> Result<Self, ClientError> {
+        check_peer_uid(&stream)?;
+        stream
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .map_err(|e| ClientError::Other(e.to_string()))?;
+        let write_half = stream
+            .try_clone()
+            .map_err(|e| ClientError::Other(e.to_string()))?;
+        let codec = ClientCodec::default();
+        let mut writer = FrameWriter {
+            stream: write_half,
+            codec: codec.clone(),
+            out: BytesMut::new(),
+        };
+        let mut reader = FrameReader {
+            stream,
+            codec,
+            buf: BytesMut::new(),
+        };
+        let hs = ClientHandshake::default();
+        writer.write_frame(&hs.hello())?;
+        let answer = reader.read_frame()?.ok_or_else(|| {
+            ClientError::Protocol("the daemon closed the connection instead of answering HELLO".into())
+        })?;
+        let negotiated = hs.on_welcome(answer).map_err(handshake_err)?;
+        Ok(Self {
+            reader,
+            writer,
+            negotiated,
+        })
+    }
+
+    /// The negotiated version and limits.
+    pub fn negotiated(&self) -> Negotiated {
+        self.negotiated
+    }
+
+    /// Asks who the daemon is (legal before BIND).
+    pub fn status(&mut self) -> Result<StatusReply, ClientError> {
+        self.writer.write_frame(&ClientFrame::Status)?;
+        match self.next_reply()? {
+            ServerFrame::Status(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Binds to `target`; the daemon refuses any other creation.
+    pub fn bind(mut self, target: &SessionRef) -> Result<Bound, ClientError> {
+        let hs = ClientHandshake::default();
+        self.writer.write_frame(&hs.bind(target))?;
+        let answer = self.reader.read_frame()?.ok_or_else(|| {
+            ClientError::Unreachable("the daemon closed the connection during BIND".into())
+        })?;
+        hs.on_bound(target, answer).map_err(|e| match e {
+            HandshakeError::Refused {
+                code: ErrorCode::IncarnationMismatch | ErrorCode::IdMismatch,
+                ..
+            }
+            | HandshakeError::WrongBinding => ClientError::Replaced {
+                id: target.id.clone(),
+                expected: target.incarnation,
+                actual: None,
+            },
+            other => handshake_err(other),
+        })?;
+        Ok(Bound {
+            conn: self,
+            target: target.clone(),
+        })
+    }
+
+    fn next_reply(&mut self) -> Result<ServerFrame, ClientError> {
+        match self.reader.read_frame()? {
+            Some(ServerFrame::Error { code, detail }) => Err(ClientError::Daemon { code, detail }),
+            Some(f) => Ok(f),
+            None => Err(ClientError::Unreachable(
+                "the daemon closed the connection".into(),
+            )),
+        }
+    }
+}
+
+fn handshake_err(e: HandshakeError) -> ClientError {
+    match e {
+        HandshakeError::Downgrade { .. } => ClientError::Protocol(e.to_string()),
+        HandshakeError::Refused {
+            code: ErrorCode::VersionUnsupported,
+            detail,
+        } => ClientError::Protocol(format!(
+            "no common protocol version ({detail}); restart the session with this latch to upgrade it"
+        )),
+        HandshakeError::Refused { code, detail } => ClientError::Daemon { code, detail },
+        other => ClientError::Protocol(other.to_string()),
+    }
+}
+
+fn unexpected(f: &ServerFrame) -> ClientError {
+    ClientError::Protocol(format!("unexpected frame from the daemon: {f:?}"))
+}
+
+/// A connection bound to exactly one session creation: effects are allowed.
+#[derive(Debug)]
+pub struct Bound {
+    conn: Connection,
+    target: SessionRef,
+}
+
+impl Bound {
+    /// The creation this connection is bound to.
+    pub fn target(&self) -> &SessionRef {
+        &self.target
+    }
+
+    /// The daemon's status (authored from its memory).
+    pub fn status(&mut self) -> Result<StatusReply, ClientError> {
+        self.conn.status()
+    }
+
+    /// One snapshot of the screen.
+    pub fn peek(&mut self, plain: bool, full: bool) -> Result<Bytes, ClientError> {
+        self.conn
+            .writer
+            .write_frame(&ClientFrame::Peek { plain, full })?;
+        match self.conn.next_reply()? {
+            ServerFrame::Screen(b) => Ok(b),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Sends a request with no reply of its own, then a PING, so that a refusal is
+    /// reported and success means the daemon has carried it out.
+    fn confirmed(&mut self, f: ClientFrame) -> Result<(), ClientError> {
+        self.conn.writer.write_frame(&f)?;
+        let token = u64::from(std::process::id());
+        self.conn.writer.write_frame(&ClientFrame::Ping(token))?;
+        loop {
+            match self.conn.next_reply()? {
+                ServerFrame::Pong(t) if t == token => return Ok(()),
+                ServerFrame::Geometry { .. } | ServerFrame::Pong(_) => continue,
+                other => return Err(unexpected(&other)),
+            }
+        }
+    }
+
+    /// Writes bytes to the program's terminal.
+    pub fn send(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        let max = usize::try_from(self.conn.negotiated.limits.max_client_frame)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(64)
+            .max(1);
+        for chunk in bytes.chunks(max) {
+            self.confirmed(ClientFrame::Input(Bytes::copy_from_slice(chunk)))?;
+        }
+        Ok(())
+    }
+
+    /// Sets the PTY size.
+    pub fn resize(&mut self, rows: u16, cols: u16) -> Result<(), ClientError> {
+        self.confirmed(ClientFrame::Resize { rows, cols })
+    }
+
+    /// Sends a signal to the program.
+    pub fn signal(&mut self, signal: i32) -> Result<(), ClientError> {
+        self.confirmed(ClientFrame::Signal { signal })
+    }
+
+    /// Waits until the daemon closes the connection (it does when the session ends),
+    /// at most `timeout`. `Ok(true)`: closed; `Ok(false)`: still open at the deadline.
+    pub fn wait_closed(&mut self, timeout: Duration) -> Result<bool, ClientError> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            self.conn.reader.set_timeout(Some(left))?;
+            match self.conn.reader.read_frame() {
+                Ok(None) => return Ok(true),
+                Ok(Some(_)) => continue,
+                Err(ClientError::Unreachable(m)) if m.contains("did not answer in time") => {
+                    return Ok(false)
+                }
+                Err(ClientError::Unreachable(_)) => return Ok(true),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Attaches. Returns the first GEOMETRY and SCREEN, and the two halves for the
+    /// live stream.
+    pub fn attach(mut self, rows: u16, cols: u16, read_only: bool) -> Result<Attached, ClientError> {
+        self.conn.writer.write_frame(&ClientFrame::Attach {
+            rows,
+            cols,
+            read_only,
+        })?;
+        let (g_rows, g_cols) = match self.conn.next_reply()? {
+            ServerFrame::Geometry { rows, cols } => (rows, cols),
+            other => return Err(unexpected(&other)),
+        };
+        let screen = match self.conn.next_reply()? {
+            ServerFrame::Screen(b) => b,
+            other => return Err(unexpected(&other)),
+        };
+        self.conn.reader.set_timeout(None)?;
+        Ok(Attached {
+            rows: g_rows,
+            cols: g_cols,
+            screen,
+            reader: AttachReader {
+                reader: self.conn.reader,
+            },
+            writer: AttachWriter {
+                writer: self.conn.writer,
+            },
+        })
+    }
+}
+
+/// An attached session: the replayed screen and the live stream's halves.
+#[derive(Debug)]
+pub struct Attached {
+    /// PTY rows at attach time.
+    pub rows: u16,
+    /// PTY columns at attach time.
+    pub cols: u16,
+    /// The screen cut at attach time (ANSI, repaints a terminal).
+    pub screen: Bytes,
+    /// Reads the live stream.
+    pub reader: AttachReader,
+    /// Sends input, resizes and detach.
+    pub writer: AttachWriter,
+}
+
+/// What arrives on an attached connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttachEvent {
+    /// Program output.
+    Output(Bytes),
+    /// The PTY size changed.
+    Geometry {
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
+    },
+    /// The program ended.
+    Exit(ExitStatus),
+    /// The daemon acknowledged DETACH.
+    Detached,
+    /// A typed error from the daemon.
+    Error {
+        /// Code.
+        code: ErrorCode,
+        /// Detail.
+        detail: String,
+    },
+    /// The daemon closed the connection.
+    Closed,
+}
+
+/// The reading half of an attachment.
+#[derive(Debug)]
+pub struct AttachReader {
+    reader: FrameReader,
+}
+
+impl AttachReader {
+    /// Blocks for the next event.
+    pub fn next_event(&mut self) -> Result<AttachEvent, ClientError> {
+        loop {
+            return Ok(match self.reader.read_frame()? {
+                None => AttachEvent::Closed,
+                Some(ServerFrame::Output(b)) => AttachEvent::Output(b),
+                Some(ServerFrame::Geometry { rows, cols }) => AttachEvent::Geometry { rows, cols },
+                Some(ServerFrame::Exit(s)) => AttachEvent::Exit(s),
+                Some(ServerFrame::Detached) => AttachEvent::Detached,
+                Some(ServerFrame::Error { code, detail }) => AttachEvent::Error { code, detail },
+                Some(ServerFrame::Pong(_)) => continue,
+                Some(other) => return Err(unexpected(&other)),
+            });
+        }
+    }
+
+    /// Sets a read timeout for [`AttachReader::next_event`].
+    pub fn set_timeout(&self, t: Option<Duration>) -> Result<(), ClientError> {
+        self.reader.set_timeout(t)
+    }
+}
+
+/// The writing half of an attachment.
+#[derive(Debug)]
+pub struct AttachWriter {
+    writer: FrameWriter,
+}
+
+impl AttachWriter {
+    /// Sends input bytes.
+    pub fn input(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        for chunk in bytes.chunks(16 * 1024) {
+            self.writer
+                .write_frame(&ClientFrame::Input(Bytes::copy_from_slice(chunk)))?;
+        }
+        Ok(())
+    }
+
+    /// Reports this client's terminal size.
+    pub fn resize(&mut self, rows: u16, cols: u16) -> Result<(), ClientError> {
+        self.writer.write_frame(&ClientFrame::Resize { rows, cols })
+    }
+
+    /// Asks to detach; the reader then sees [`AttachEvent::Detached`].
+    pub fn detach(&mut self) -> Result<(), ClientError> {
+        self.writer.write_frame(&ClientFrame::Detach)
+    }
+
+    /// Sends a raw frame (for tests of the daemon's refusals).
+    pub fn send_frame(&mut self, f: &ClientFrame) -> Result<(), ClientError> {
+        self.writer.write_frame(f)
+    }
+}

@@ -1,0 +1,144 @@
+//! Creating a session: spawn `latch daemon`, wait for its readiness line.
+
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use latch_registry::{CreateSpec, ReadyMessage, Registry};
+use latch_wire::{Incarnation, SessionId};
+use serde::Serialize;
+
+use crate::error::ClientError;
+
+/// How long `create` waits for the daemon's readiness line.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A created session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Created {
+    /// The id.
+    pub id: SessionId,
+    /// The minted incarnation.
+    pub incarnation: Incarnation,
+    /// The daemon's pid.
+    pub daemon_pid: u32,
+    /// The program's pid.
+    pub child_pid: u32,
+    /// Creation time, ms since the epoch.
+    pub created_at_ms: u64,
+}
+
+pub(crate) fn spawn_daemon(
+    registry: &Registry,
+    program: &PathBuf,
+    spec: &CreateSpec,
+) -> Result<Created, ClientError> {
+    registry.check_socket_fits(&spec.id)?;
+    let json = serde_json::to_string(spec).map_err(|e| ClientError::Other(e.to_string()))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(registry.log_path(&spec.id))
+        .map_err(|e| ClientError::Other(format!("open daemon log: {e}")))?;
+    let mut cmd = Command::new(program);
+    cmd.arg("daemon")
+        .arg("--root")
+        .arg(registry.root())
+        .arg("--spec")
+        .arg(json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log));
+    // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ClientError::Other(format!("cannot start {}: {e}", program.display())))?;
+    let mut out = child
+        .stdout
+        .take()
+        .ok_or_else(|| ClientError::Other("daemon stdout missing".into()))?;
+    let line = read_line_with_deadline(&mut out, Instant::now() + READY_TIMEOUT);
+    // The process we started forks the real daemon and exits at once; reap it.
+    let _ = child.wait();
+    let line = line?;
+    let msg: ReadyMessage = serde_json::from_str(line.trim()).map_err(|e| {
+        ClientError::Other(format!(
+            "daemon answered an unreadable readiness line ({e}): {line:?}; see {}",
+            registry.log_path(&spec.id).display()
+        ))
+    })?;
+    match msg {
+        ReadyMessage::Ready {
+            incarnation,
+            daemon_pid,
+            child_pid,
+            created_at_ms,
+        } => Ok(Created {
+            id: spec.id.clone(),
+            incarnation,
+            daemon_pid,
+            child_pid,
+            created_at_ms,
+        }),
+        ReadyMessage::Failed { kind, message } => Err(match kind.as_str() {
+            "exists" => ClientError::Exists(spec.id.clone()),
+            "busy" => ClientError::Busy(message),
+            "invalid" => ClientError::Usage(message),
+            _ => ClientError::Other(message),
+        }),
+    }
+}
+
+fn read_line_with_deadline(
+    pipe: &mut std::process::ChildStdout,
+    deadline: Instant,
+) -> Result<String, ClientError> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if buf.contains(&b'\n') {
+            break;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ClientError::Unreachable(
+                "the new daemon did not report ready in time".into(),
+            ));
+        }
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(ClientError::Other(format!("poll: {e}"))),
+        }
+        let n = pipe
+            .read(&mut chunk)
+            .map_err(|e| ClientError::Other(format!("read readiness pipe: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    if buf.is_empty() {
+        return Err(ClientError::Other(
+            "the daemon exited without reporting ready; see its log".into(),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}

@@ -1,0 +1,177 @@
+//! The client's typed errors and their exit codes (BRIEF.md "Exit codes").
+
+use std::fmt;
+
+use latch_registry::RegistryError;
+use latch_wire::{ErrorCode, Incarnation, SessionId};
+
+/// Exit codes shared by the library and the CLI.
+pub mod exit {
+    /// Success.
+    pub const OK: i32 = 0;
+    /// Any other error.
+    pub const OTHER: i32 = 1;
+    /// Bad usage.
+    pub const USAGE: i32 = 2;
+    /// No such session.
+    pub const NOT_FOUND: i32 = 3;
+    /// The session was replaced (incarnation mismatch).
+    pub const REPLACED: i32 = 4;
+    /// A display name matches several live sessions.
+    pub const AMBIGUOUS: i32 = 5;
+    /// A lock is held elsewhere, or the session is draining.
+    pub const BUSY: i32 = 6;
+    /// The daemon cannot be reached, or a read degraded.
+    pub const UNREACHABLE: i32 = 7;
+    /// Protocol or version mismatch.
+    pub const PROTOCOL: i32 = 8;
+    /// Refused by permission or policy.
+    pub const REFUSED: i32 = 9;
+}
+
+/// Something the client could not do.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The request itself is invalid.
+    Usage(String),
+    /// No session matches.
+    NotFound(String),
+    /// The id now names another creation (or none that matches the expectation).
+    Replaced {
+        /// The id.
+        id: SessionId,
+        /// What the caller expected.
+        expected: Incarnation,
+        /// What the registry or daemon holds now, if known.
+        actual: Option<Incarnation>,
+    },
+    /// A display name matches several live sessions.
+    Ambiguous {
+        /// The name.
+        name: String,
+        /// The candidate ids.
+        ids: Vec<SessionId>,
+    },
+    /// Busy: a lock held elsewhere, or the session is draining.
+    Busy(String),
+    /// The daemon could not be reached, or a read degraded (corrupt record, timeout).
+    Unreachable(String),
+    /// The peer does not speak a compatible protocol.
+    Protocol(String),
+    /// Refused: permission, policy, or an unsafe registry.
+    Refused(String),
+    /// A session with this id already exists.
+    Exists(SessionId),
+    /// The daemon refused a request with a typed error.
+    Daemon {
+        /// The code.
+        code: ErrorCode,
+        /// The daemon's detail.
+        detail: String,
+    },
+    /// Anything else.
+    Other(String),
+}
+
+impl ClientError {
+    /// The exit code the CLI uses for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Usage(_) => exit::USAGE,
+            Self::NotFound(_) => exit::NOT_FOUND,
+            Self::Replaced { .. } => exit::REPLACED,
+            Self::Ambiguous { .. } => exit::AMBIGUOUS,
+            Self::Busy(_) => exit::BUSY,
+            Self::Unreachable(_) => exit::UNREACHABLE,
+            Self::Protocol(_) => exit::PROTOCOL,
+            Self::Refused(_) => exit::REFUSED,
+            Self::Exists(_) | Self::Other(_) => exit::OTHER,
+            Self::Daemon { code, .. } => match code {
+                ErrorCode::IncarnationMismatch | ErrorCode::IdMismatch => exit::REPLACED,
+                ErrorCode::Draining => exit::BUSY,
+                ErrorCode::ForbiddenByPolicy => exit::REFUSED,
+                ErrorCode::VersionUnsupported
+                | ErrorCode::NotNegotiated
+                | ErrorCode::AlreadyNegotiated
+                | ErrorCode::Malformed
+                | ErrorCode::FrameTooLarge => exit::PROTOCOL,
+                ErrorCode::InvalidArgument => exit::USAGE,
+                _ => exit::OTHER,
+            },
+        }
+    }
+
+    /// A short stable name for `--json` output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Usage(_) => "usage",
+            Self::NotFound(_) => "not-found",
+            Self::Replaced { .. } => "replaced",
+            Self::Ambiguous { .. } => "ambiguous",
+            Self::Busy(_) => "busy",
+            Self::Unreachable(_) => "unreachable",
+            Self::Protocol(_) => "protocol",
+            Self::Refused(_) => "refused",
+            Self::Exists(_) => "exists",
+            Self::Daemon { code, .. } => code.name(),
+            Self::Other(_) => "other",
+        }
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Usage(m) | Self::Other(m) => f.write_str(m),
+            Self::NotFound(what) => write!(f, "no session {what}"),
+            Self::Replaced {
+                id,
+                expected,
+                actual,
+            } => match actual {
+                Some(a) => write!(
+                    f,
+                    "session {id} was replaced: expected incarnation {expected}, found {a}"
+                ),
+                None => write!(
+                    f,
+                    "session {id} is no longer incarnation {expected} (it was replaced or removed)"
+                ),
+            },
+            Self::Ambiguous { name, ids } => {
+                let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "name {name:?} matches {} live sessions: {}; use an id",
+                    ids.len(),
+                    ids.join(", ")
+                )
+            }
+            Self::Busy(m) => write!(f, "busy: {m}"),
+            Self::Unreachable(m) => write!(f, "unreachable: {m}"),
+            Self::Protocol(m) => write!(f, "protocol mismatch: {m}"),
+            Self::Refused(m) => write!(f, "refused: {m}"),
+            Self::Exists(id) => write!(
+                f,
+                "session {id} already exists; remove it first with: latch rm {id}"
+            ),
+            Self::Daemon { code, detail } => write!(f, "daemon refused ({code}): {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl From<RegistryError> for ClientError {
+    fn from(e: RegistryError) -> Self {
+        let msg = e.to_string();
+        match e {
+            RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => Self::Refused(msg),
+            RegistryError::Busy { .. } => Self::Busy(msg),
+            RegistryError::Corrupt { .. } => Self::Unreachable(msg),
+            RegistryError::IdTooLongForSocket { .. } => Self::Usage(msg),
+            _ => Self::Other(msg),
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! The client's registry-level operations: create, list, resolve, connect, kill, rm.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use latch_registry::proc::{prove, ProofError};
+use latch_registry::{CreateSpec, Record, Registry, RegistryError, DEFAULT_LOCK_WAIT};
+use latch_wire::{Incarnation, LegacyPolicy, SessionId, SessionRef};
+use serde::Serialize;
+
+use crate::conn::{Bound, Connection, DEFAULT_TIMEOUT};
+use crate::create::{spawn_daemon, Created};
+use crate::error::ClientError;
+use crate::names::validate_display_name;
+
+/// A session's derived status (never stored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "camelCase")]
+pub enum SessionStatus {
+    /// The daemon is proven alive (pidfd + start time + boot id).
+    Running,
+    /// The program's exit is recorded.
+    Exited {
+        /// Exit code.
+        code: Option<i32>,
+        /// Signal.
+        signal: Option<i32>,
+    },
+    /// The daemon is proven gone and no exit was recorded (it crashed or was killed).
+    Vanished,
+    /// Could not tell.
+    Unknown {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl SessionStatus {
+    /// The status's name as used by `ls --status`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Exited { .. } => "exited",
+            Self::Vanished => "vanished",
+            Self::Unknown { .. } => "unknown",
+        }
+    }
+}
+
+/// Derives the status of a record.
+pub fn derive_status(record: &Record) -> SessionStatus {
+    if let Some(exit) = &record.exit {
+        return SessionStatus::Exited {
+            code: exit.code,
+            signal: exit.signal,
+        };
+    }
+    match prove(&record.daemon) {
+        Ok(_) => SessionStatus::Running,
+        Err(ProofError::Gone | ProofError::Mismatch) => SessionStatus::Vanished,
+        Err(e) => SessionStatus::Unknown {
+            reason: e.to_string(),
+        },
+    }
+}
+
+/// One line of `ls`.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// A readable record.
+    Session {
+        /// The record.
+        record: Box<Record>,
+        /// Its derived status.
+        status: SessionStatus,
+    },
+    /// A record that exists but cannot be read (a degraded read, not an absence).
+    Degraded {
+        /// The id (or file stem, if not a valid id).
+        id: String,
+        /// Why.
+        error: String,
+    },
+}
+
+/// A resolved reference: exactly one creation and its record as read.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The creation.
+    pub session: SessionRef,
+    /// The record as read during resolution.
+    pub record: Record,
+}
+
+/// Parameters for a new session.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct NewSession {
+    /// The id; a fresh one if `None`.
+    pub id: Option<SessionId>,
+    /// Display name.
+    pub name: Option<String>,
+    /// Program and arguments; `$SHELL` (or /bin/sh) if empty.
+    pub command: Vec<String>,
+    /// Working directory; the current one if `None`.
+    pub cwd: Option<PathBuf>,
+    /// Extra environment on top of the caller's.
+    pub env: Vec<(String, String)>,
+    /// Initial size.
+    pub rows: u16,
+    /// Initial size.
+    pub cols: u16,
+    /// Initial tags.
+    pub tags: BTreeMap<String, String>,
+    /// Legacy policy.
+    pub legacy_policy: LegacyPolicy,
+}
+
+/// A handle on one registry.
+#[derive(Debug)]
+pub struct Client {
+    registry: Registry,
+    daemon_program: PathBuf,
+}
+
+impl Client {
+    /// Opens (creating if needed) the registry at `root`; daemons are started by
+    /// running `daemon_program daemon ...` (the `latch` binary).
+    pub fn open(root: &Path, daemon_program: PathBuf) -> Result<Self, ClientError> {
+        Ok(Self {
+            registry: Registry::open(root)?,
+            daemon_program,
+        })
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Creates a session and returns once its daemon listens and its record is written.
+    pub fn create(&self, new: NewSession) -> Result<Created, ClientError> {
+        if let Some(name) = &new.name {
+            validate_display_name(name).map_err(|e| ClientError::Usage(e.to_string()))?;
+        }
+        let id = match new.id {
+            Some(id) => id,
+            None => self.registry.fresh_id()?,
+        };
+        let command = if new.command.is_empty() {
+            vec![std::env::var("SHELL")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "/bin/sh".into())]
+        } else {
+            new.command
+        };
+        let cwd = match new.cwd {
+            Some(c) => c,
+            None => std::env::current_dir().map_err(|e| ClientError::Other(e.to_string()))?,
+        };
+        let mut env: BTreeMap<String, String> = std::env::vars().collect();
+        for key in ["LATCH_SESSION_ID", "LATCH_INCARNATION", "TMUX", "STY"] {
+            env.remove(key);
+        }
+        env.entry("TERM".into())
+            .or_insert_with(|| "xterm-256color".into());
+        env.extend(new.env);
+        let spec = CreateSpec {
+            id,
+            display_name: new.name,
+            command,
+            cwd: cwd.to_string_lossy().into_owned(),
+            env,
+            rows: if new.rows == 0 { 24 } else { new.rows },
+            cols: if new.cols == 0 { 80 } else { new.cols },
+            tags: new.tags,
+            legacy_policy: new.legacy_policy,
+            scrollback: latch_registry::spec::DEFAULT_SCROLLBACK,
+        };
+        spawn_daemon(&self.registry, &self.daemon_program, &spec)
+    }
+
+    /// Every session in the registry, unreadable ones included as degraded.
+    pub fn list(&self) -> Result<Vec<Entry>, ClientError> {
+        let (ids, bad) = self.registry.list_ids()?;
+        let mut out = Vec::with_capacity(ids.len() + bad.len());
+        for id in ids {
+            match self.registry.read_record(&id) {
+                Ok(Some(record)) => {
+                    let status = derive_status(&record);
+                    out.push(Entry::Session {
+                        record: Box::new(record),
+                        status,
+                    });
+                }
+                // Removed between listing and reading: it is simply gone.
+                Ok(None) => {}
+                Err(e) => out.push(Entry::Degraded {
+                    id: id.to_string(),
+                    error: e.to_string(),
+                }),
+            }
+        }
+        for stem in bad {
+            out.push(Entry::Degraded {
+                error: format!("{stem:?} is not a valid session id"),
+                id: stem,
+            });
+        }
+        Ok(out)
+    }
+
+    fn read(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
+        match self.registry.read_record(id) {
+            Ok(r) => Ok(r),
+            Err(e @ RegistryError::Corrupt { .. }) => Err(ClientError::Unreachable(format!(
+                "degraded read of session {id}: {e}"
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Resolves a reference: `ID@INCARNATION`, an exact id (always wins), or a display
+    /// name carried by exactly one running session. With `expect`, the resolved
+    /// creation must be that incarnation.
+    pub fn resolve(&self, reference: &str, expect: Option<&Incarnation>) -> Result<Target, ClientError> {
+        let target = self.resolve_unchecked(reference)?;
+        if let Some(want) = expect {
+            if !want.ct_eq(&target.session.incarnation) {
+                return Err(ClientError::Replaced {
+                    id: target.session.id,
+                    expected: *want,
+                    actual: Some(target.record.incarnation),
+                });
+            }
+        }
+        Ok(target)
+    }
+
+    fn resolve_unchecked(&self, reference: &str) -> Result<Target, ClientError> {
+        if reference.contains('@') {
+            let pinned: SessionRef = reference
+                .parse()
+                .map_err(|e| ClientError::Usage(format!("{reference:?}: {e}")))?;
+            let record = self.read(&pinned.id)?.ok_or_else(|| ClientError::Replaced {
+                id: pinned.id.clone(),
+                expected: pinned.incarnation,
+                actual: None,
+            })?;
+            if !record.incarnation.ct_eq(&pinned.incarnation) {
+                return Err(ClientError::Replaced {
+                    id: pinned.id,
+                    expected: pinned.incarnation,
+                    actual: Some(record.incarnation),
+                });
+            }
+            return Ok(Target {
+                session: pinned,
+                record,
+            });
+        }
+        if let Ok(id) = SessionId::new(reference) {
+            if let Some(record) = self.read(&id)? {
+                return Ok(Target {
+                    session: SessionRef::new(id, record.incarnation),
+                    record,
+                });
+            }
+        }
+        let mut matches = Vec::new();
+        let mut degraded = Vec::new();
+        for entry in self.list()? {
+            match entry {
+                Entry::Session { record, status } => {
+                    if record.display_name.as_deref() == Some(reference)
+                        && status == SessionStatus::Running
+                    {
+                        matches.push(*record);
+                    }
+                }
+                Entry::Degraded { id, .. } => degraded.push(id),
+            }
+        }
+        match matches.len() {
+            1 => {
+                let record = matches.remove(0);
+                Ok(Target {
+                    session: SessionRef::new(record.id.clone(), record.incarnation),
+                    record,
+                })
+            }
+            0 if !degraded.is_empty() => Err(ClientError::Unreachable(format!(
+                "no session {reference:?} among readable records, and {} could not be read: {}",
+                degraded.len(),
+                degraded.join(", ")
+            ))),
+            0 => Err(ClientError::NotFound(format!("{reference:?}"))),
+            _ => Err(ClientError::Ambiguous {
+                name: reference.to_owned(),
+                ids: matches.into_iter().map(|r| r.id).collect(),
+            }),
+        }
+    }
+
+    /// Connects to a session's daemon and negotiates, without binding.
+    pub fn connect_unbound(&self, id: &SessionId) -> Result<Connection, ClientError> {
+        Connection::open(&self.registry.socket_path(id), DEFAULT_TIMEOUT)
+    }
+
+    /// Connects and binds to exactly `session`: every later effect reaches that
+    /// creation or nothing.
+    pub fn connect(&self, session: &SessionRef) -> Result<Bound, ClientError> {
+        let conn = self.connect_unbound(&session.id).map_err(|e| match e {
+            ClientError::Unreachable(m) => self.explain_unreachable(session, m),
+            other => other,
+        })?;
+        conn.bind(session)
+    }
+
+    fn explain_unreachable(&self, session: &SessionRef, detail: String) -> ClientError {
+        match self.registry.read_record(&session.id) {
+            Ok(Some(r)) if !r.incarnation.ct_eq(&session.incarnation) => ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(r.incarnation),
+            },
+            Ok(Some(r)) => match derive_status(&r) {
+                SessionStatus::Exited { code, signal } => ClientError::Unreachable(format!(
+                    "session {} has exited (code {code:?}, signal {signal:?})",
+                    session.id
+                )),
+                SessionStatus::Vanished => ClientError::Unreachable(format!(
+                    "session {}'s daemon is gone (vanished); `latch rm {}` removes it",
+                    session.id, session.id
+                )),
+                _ => ClientError::Unreachable(detail),
+            },
+            Ok(None) => ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: None,
+            },
+            Err(_) => ClientError::Unreachable(detail),
+        }
+    }
+
+    /// Sends `signal` through a bound connection; with `wait`, waits until the daemon
+    /// closes (the program ended), at most `wait`.
+    pub fn kill(&self, session: &SessionRef, signal: i32, wait: Option<Duration>) -> Result<KillOutcome, ClientError> {
+        let mut bound = match self.connect(session) {
+            Ok(b) => b,
+            Err(ClientError::Unreachable(m)) => {
+                if let Ok(Some(r)) = self.registry.read_record(&session.id) {
+                    if r.incarnation.ct_eq(&session.incarnation) && r.exit.is_some() {
+                        return Ok(KillOutcome::AlreadyExited);
+                    }
+                }
+                return Err(ClientError::Unreachable(m));
+            }
+            Err(e) => return Err(e),
+        };
+        match bound.signal(signal) {
+            Ok(()) => {}
+            Err(ClientError::Daemon {
+                code: latch_wire::ErrorCode::Exited,
+                ..
+            }) => return Ok(KillOutcome::AlreadyExited),
+            Err(e) => return Err(e),
+        }
+        match wait {
+            None => Ok(KillOutcome::Signaled),
+            Some(t) => {
+                if bound.wait_closed(t)? {
+                    Ok(KillOutcome::Killed)
+                } else {
+                    Ok(KillOutcome::TimedOut)
+                }
+            }
+        }
+    }
+
+    /// Removes an exited or vanished session's files, under its lock, only if the
+    /// record still holds `session`'s incarnation. A running session is refused
+    /// unless `force`, which kills it through a bound connection first.
+    pub fn remove(&self, session: &SessionRef, force: bool) -> Result<(), ClientError> {
+        let record = self.read(&session.id)?.ok_or_else(|| ClientError::Replaced {
+            id: session.id.clone(),
+            expected: session.incarnation,
+            actual: None,
+        })?;
+        if !record.incarnation.ct_eq(&session.incarnation) {
+            return Err(ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(record.incarnation),
+            });
+        }
+        if derive_status(&record) == SessionStatus::Running {
+            if !force {
+                return Err(ClientError::Refused(format!(
+                    "session {} is running; kill it first or use rm --force",
+                    session.id
+                )));
+            }
+            let outcome = self.kill(session, libc::SIGKILL, Some(Duration::from_secs(5)))?;
+            if outcome == KillOutcome::TimedOut {
+                return Err(ClientError::Busy(format!(
+                    "session {} did not stop within 5 s",
+                    session.id
+                )));
+            }
+        }
+        let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
+        // Compare and act under one lock: re-read, re-check, then remove.
+        let now = self.read(&session.id)?.ok_or_else(|| ClientError::Replaced {
+            id: session.id.clone(),
+            expected: session.incarnation,
+            actual: None,
+        })?;
+        if !now.incarnation.ct_eq(&session.incarnation) {
+            return Err(ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(now.incarnation),
+            });
+        }
+        let status = derive_status(&now);
+        if status == SessionStatus::Running {
+            return Err(ClientError::Busy(format!(
+                "session {} is still running",
+                session.id
+            )));
+        }
+        if let SessionStatus::Unknown { reason } = status {
+            return Err(ClientError::Unreachable(format!(
+                "cannot prove session {} has stopped: {reason}",
+                session.id
+            )));
+        }
+        // The daemon is proven gone: a socket left by a crash cannot be a
+        // successor's while we hold the lock, and it is removed only if nobody answers.
+        self.registry.remove_stale_socket(&lock)?;
+        self.registry.remove_files(lock)?;
+        Ok(())
+    }
+}
+
+/// What `kill` achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KillOutcome {
+    /// Signal delivered; not waited for.
+    Signaled,
+    /// Signal delivered and the session ended.
+    Killed,
+    /// The program had already exited.
+    AlreadyExited,
+    /// Signal delivered, but the session was still alive at the deadline.
+    TimedOut,
+}

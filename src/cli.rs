@@ -1,0 +1,199 @@
+//! The command line (BRIEF.md "The command line").
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// latch: terminal sessions that outlive their terminal, and actions that reach exactly
+/// the session creation they mean.
+#[derive(Debug, Parser)]
+#[command(name = "latch", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// Registry root (else $LATCH_ROOT, $XDG_STATE_HOME/latch, ~/.local/state/latch).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Preconditions every acting command takes.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Expect {
+    /// Act only if the session is still this incarnation.
+    #[arg(long, value_name = "INCARNATION")]
+    pub expect: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a session (and attach to it, unless -d).
+    New(NewArgs),
+    /// Attach this terminal to a session.
+    Attach {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// Watch without sending input or resizing.
+        #[arg(long)]
+        read_only: bool,
+        /// Detach key: ^X notation, or "none" (default ^\).
+        #[arg(long, value_name = "KEY", default_value = "^\\")]
+        detach_key: String,
+        #[command(flatten)]
+        expect: Expect,
+    },
+    /// Print a session's screen.
+    Peek {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// Plain text (the default).
+        #[arg(long, conflicts_with = "ansi")]
+        plain: bool,
+        /// Keep colours and attributes (ANSI escapes).
+        #[arg(long)]
+        ansi: bool,
+        /// The whole scrollback, not just the visible screen.
+        #[arg(long)]
+        full: bool,
+        /// Wait until the screen contains TEXT.
+        #[arg(long, value_name = "TEXT")]
+        wait: Option<String>,
+        /// Seconds to wait for --wait (default 10).
+        #[arg(long, value_name = "S", default_value_t = 10.0)]
+        timeout: f64,
+        #[command(flatten)]
+        expect: Expect,
+    },
+    /// Send text (or, with --keys, key names such as Enter, C-c, Up) to a session.
+    Send {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// Text to send, concatenated as given.
+        #[arg(required = true)]
+        text: Vec<String>,
+        /// Treat each argument as a key name when it is one (Enter, Tab, Escape, C-c, Up...).
+        #[arg(short, long)]
+        keys: bool,
+        #[command(flatten)]
+        expect: Expect,
+    },
+    /// Set a session's terminal size.
+    Resize {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
+        #[command(flatten)]
+        expect: Expect,
+    },
+    /// List sessions.
+    Ls {
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
+        /// Only sessions with this tag (repeatable).
+        #[arg(long = "tag", value_name = "K=V")]
+        tags: Vec<String>,
+        /// Only sessions in this status: running, exited, vanished, unknown, degraded.
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// Show one session's status, as its daemon reports it.
+    Status {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        expect: Expect,
+    },
+    /// Signal a session's program (default SIGTERM).
+    Kill {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// Signal name or number.
+        #[arg(long, short, default_value = "TERM")]
+        signal: String,
+        /// Wait until the session has ended.
+        #[arg(long)]
+        wait: bool,
+        /// Seconds to wait with --wait.
+        #[arg(long, value_name = "S", default_value_t = 10.0)]
+        timeout: f64,
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        expect: Expect,
+    },
+    /// Remove an exited session's files (--force: kill it first).
+    Rm {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// Kill a running session first.
+        #[arg(long)]
+        force: bool,
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        expect: Expect,
+    },
+    /// Run a session daemon (internal).
+    #[command(hide = true)]
+    Daemon {
+        /// The registry root.
+        #[arg(long)]
+        root: PathBuf,
+        /// The creation spec, JSON.
+        #[arg(long)]
+        spec: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// Do not attach.
+    #[arg(short = 'd', long)]
+    pub detached: bool,
+    /// The session id (default: a fresh one).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Display name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Tag (repeatable).
+    #[arg(long = "tag", value_name = "K=V")]
+    pub tags: Vec<String>,
+    /// Working directory.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Environment variable (repeatable).
+    #[arg(long = "env", value_name = "K=V")]
+    pub env: Vec<String>,
+    /// Legacy-client policy: off, observe or full.
+    #[arg(long, value_name = "POLICY", default_value = "observe")]
+    pub legacy: String,
+    /// Output JSON (implies nothing about attaching; combine with -d).
+    #[arg(long)]
+    pub json: bool,
+    /// The program and its arguments (default $SHELL).
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+impl Command {
+    /// Whether errors should also be printed as JSON.
+    pub fn wants_json(&self) -> bool {
+        match self {
+            Self::New(a) => a.json,
+            Self::Ls { json, .. }
+            | Self::Status { json, .. }
+            | Self::Kill { json, .. }
+            | Self::Rm { json, .. } => *json,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! One function per command.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use latch_client::{exit, AttachEvent, Client, ClientError, Entry, KillOutcome, NewSession, SessionStatus, Target};
+use latch_registry::root::resolve_root;
+use latch_wire::{Incarnation, LegacyPolicy, SessionId};
+use serde_json::json;
+
+use crate::cli::{Cli, Command, Expect, NewArgs};
+use crate::{attach, keys, output};
+
+fn usage(msg: impl Into<String>) -> ClientError {
+    ClientError::Usage(msg.into())
+}
+
+fn open(root: Option<&PathBuf>) -> Result<Client, ClientError> {
+    let root = resolve_root(root.map(PathBuf::as_path))?;
+    let exe = std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
+    Client::open(&root, exe)
+}
+
+fn parse_expect(e: &Expect) -> Result<Option<Incarnation>, ClientError> {
+    e.expect
+        .as_deref()
+        .map(|s| Incarnation::parse(s).map_err(|err| usage(format!("--expect {s:?}: {err}"))))
+        .transpose()
+}
+
+fn resolve(client: &Client, reference: &str, expect: &Expect) -> Result<Target, ClientError> {
+    let want = parse_expect(expect)?;
+    client.resolve(reference, want.as_ref())
+}
+
+fn parse_kv(items: &[String], what: &str) -> Result<Vec<(String, String)>, ClientError> {
+    items
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| usage(format!("{what} {kv:?} is not K=V")))
+        })
+        .collect()
+}
+
+fn parse_signal(s: &str) -> Result<i32, ClientError> {
+    if let Ok(n) = s.parse::<i32>() {
+        return Ok(n);
+    }
+    let upper = s.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    name.parse::<nix::sys::signal::Signal>()
+        .map(|sig| sig as i32)
+        .map_err(|_| usage(format!("unknown signal {s:?}")))
+}
+
+fn secs(s: f64) -> Result<Duration, ClientError> {
+    Duration::try_from_secs_f64(s).map_err(|_| usage(format!("invalid duration {s}")))
+}
+
+/// Runs the parsed command; returns the exit code.
+pub fn run(cli: Cli) -> Result<i32, ClientError> {
+    let root = cli.root.as_ref();
+    match cli.command {
+        Command::Daemon { root, spec } => run_daemon(root, &spec),
+        Command::New(args) => new(root, args),
+        Command::Attach {
+            reference,
+            read_only,
+            detach_key,
+            expect,
+        } => {
+            let client = open(root)?;
+            let target = resolve(&client, &reference, &expect)?;
+            let key = keys::parse_detach_key(&detach_key).map_err(usage)?;
+            attach::interactive(&client, &target.session, read_only, key)
+        }
+        Command::Peek {
+            reference,
+            plain: _,
+            ansi,
+            full,
+            wait,
+            timeout,
+            expect,
+        } => {
+            let client = open(root)?;
+            let target = resolve(&client, &reference, &expect)?;
+            peek(&client, &target, !ansi, full, wait.as_deref(), secs(timeout)?)
+        }
+        Command::Send {
+            reference,
+            text,
+            keys: as_keys,
+            expect,
+        } => {
+            let client = open(root)?;
+            let target = resolve(&client, &reference, &expect)?;
+            let mut bytes = Vec::new();
+            for arg in &text {
+                match keys::key_bytes(arg).filter(|_| as_keys) {
+                    Some(b) => bytes.extend_from_slice(&b),
+                    None => bytes.extend_from_slice(arg.as_bytes()),
+                }
+            }
+            client.connect(&target.session)?.send(&bytes)?;
+            Ok(exit::OK)
+        }
+        Command::Resize {
+            reference,
+            rows,
+            cols,
+            expect,
+        } => {
+            if rows == 0 || cols == 0 {
+                return Err(usage("rows and columns must be at least 1"));
+            }
+            let client = open(root)?;
+            let target = resolve(&client, &reference, &expect)?;
+            client.connect(&target.session)?.resize(rows, cols)?;
+            Ok(exit::OK)
+        }
+        Command::Ls { json, tags, status } => ls(root, json, &tags, status.as_deref()),
+        Command::Status {
+            reference,
+            json,
+            expect,
+        } => status(root, &reference, json, &expect),
+        Command::Kill {
+            reference,
+            signal,
+            wait,
+            timeout,
+            json,
+            expect,
+        } => {
+            let sig = parse_signal(&signal)?;
+            let client = open(root)?;
+            let target = resolve(&client, &reference, &expect)?;
+            let outcome = client.kill(&target.session, sig, wait.then_some(secs(timeout)?))?;
+            let name = match outcome {
+                KillOutcome::Signaled => "signaled",
+                KillOutcome::Killed => "killed",
+                KillOutcome::AlreadyExited => "already-exited",
+                KillOutcome::TimedOut => "timed-out",
+            };
+            if json {
+                println!(
+                    "{}",
+                    json!({"id": target.session.id.as_str(), "incarnation": target.session.incarnation.to_string(), "outcome": name})
+                );
+            } else {
+                println!("{}: {name}", target.session.id);
+            }
+            Ok(if outcome == KillOutcome::TimedOut {
+                exit::BUSY
+            } else {
+                exit::OK
+            })
+        }
+        Command::Rm {
+            reference,
+            force,
+            json,
+            expect,
+        } => {
+            let client = open(root)?;
+            let target = resolve(&client, &reference, &expect)?;
+            client.remove(&target.session, force)?;
+            if json {
+                println!(
+                    "{}",
+                    json!({"id": target.session.id.as_str(), "incarnation": target.session.incarnation.to_string(), "outcome": "removed"})
+                );
+            } else {
+                println!("{}: removed", target.session.id);
+            }
+            Ok(exit::OK)
+        }
+    }
+}
+
+fn run_daemon(root: PathBuf, spec: &str) -> Result<i32, ClientError> {
+    let spec: latch_registry::CreateSpec =
+        serde_json::from_str(spec).map_err(|e| usage(format!("daemon spec: {e}")))?;
+    // The client started us in a new session with setsid. Fork once more so the
+    // daemon is not a session leader (it can never acquire a controlling terminal)
+    // and the client can reap its direct child at once.
+    // SAFETY: no other threads exist yet in this process.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Parent { .. }) => Ok(0),
+        Ok(nix::unistd::ForkResult::Child) => Ok(latch_daemon::run(root, spec)),
+        Err(e) => Err(ClientError::Other(format!("fork: {e}"))),
+    }
+}
+
+fn terminal_size() -> (u16, u16) {
+    let mut ws: libc::winsize = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ fills a winsize; on failure we ignore the result.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_row > 0 && ws.ws_col > 0 {
+        (ws.ws_row, ws.ws_col)
+    } else {
+        (24, 80)
+    }
+}
+
+fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
+    let client = open(root)?;
+    let id = args
+        .id
+        .as_deref()
+        .map(|s| SessionId::new(s).map_err(|e| usage(format!("--id {s:?}: {e}"))))
+        .transpose()?;
+    let legacy_policy = LegacyPolicy::parse(&args.legacy)
+        .ok_or_else(|| usage(format!("--legacy {:?}: expected off, observe or full", args.legacy)))?;
+    let (rows, cols) = terminal_size();
+    let mut new = NewSession::default();
+    new.id = id;
+    new.name = args.name;
+    new.command = args.command;
+    new.cwd = args.cwd;
+    new.env = parse_kv(&args.env, "--env")?;
+    new.tags = parse_kv(&args.tags, "--tag")?.into_iter().collect::<BTreeMap<_, _>>();
+    new.rows = rows;
+    new.cols = cols;
+    new.legacy_policy = legacy_policy;
+    let created = client.create(new)?;
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "id": created.id.as_str(),
+                "incarnation": created.incarnation.to_string(),
+                "daemonPid": created.daemon_pid,
+                "childPid": created.child_pid,
+                "createdAt": created.created_at_ms,
+            })
+        );
+    } else if args.detached {
+        println!("{}@{}", created.id, created.incarnation);
+    }
+    if args.detached {
+        return Ok(exit::OK);
+    }
+    let session = latch_wire::SessionRef::new(created.id, created.incarnation);
+    attach::interactive(&client, &session, false, Some(0x1c))
+}
+
+fn peek(
+    client: &Client,
+    target: &Target,
+    plain: bool,
+    full: bool,
+    wait: Option<&str>,
+    timeout: Duration,
+) -> Result<i32, ClientError> {
+    let mut bound = client.connect(&target.session)?;
+    let Some(text) = wait else {
+        let screen = bound.peek(plain, full)?;
+        std::io::stdout()
+            .write_all(&screen)
+            .map_err(|e| ClientError::Other(e.to_string()))?;
+        return Ok(exit::OK);
+    };
+    // Event-driven wait: a read-only attachment wakes us on every output; each
+    // wake re-reads the screen through the bound connection.
+    let watcher = client.connect(&target.session)?.attach(0, 0, true)?;
+    let mut reader = watcher.reader;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let screen = bound.peek(true, full)?;
+        if String::from_utf8_lossy(&screen).contains(text) {
+            let out = if plain { screen } else { bound.peek(false, full)? };
+            std::io::stdout()
+                .write_all(&out)
+                .map_err(|e| ClientError::Other(e.to_string()))?;
+            return Ok(exit::OK);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ClientError::Unreachable(format!(
+                "timed out after {:.1} s waiting for {text:?}",
+                timeout.as_secs_f64()
+            )));
+        }
+        reader.set_timeout(Some(left))?;
+        match reader.next_event() {
+            Ok(AttachEvent::Output(_) | AttachEvent::Geometry { .. }) => {}
+            Ok(AttachEvent::Exit(_) | AttachEvent::Closed | AttachEvent::Detached) => {
+                return Err(ClientError::Unreachable(format!(
+                    "session ended before {text:?} appeared"
+                )))
+            }
+            Ok(AttachEvent::Error { code, detail }) => return Err(ClientError::Daemon { code, detail }),
+            Err(ClientError::Unreachable(m)) if m.contains("in time") => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn ls(root: Option<&PathBuf>, json: bool, tags: &[String], status: Option<&str>) -> Result<i32, ClientError> {
+    if let Some(s) = status {
+        if !["running", "exited", "vanished", "unknown", "degraded"].contains(&s) {
+            return Err(usage(format!("--status {s:?}: expected running, exited, vanished, unknown or degraded")));
+        }
+    }
+    let want_tags = parse_kv(tags, "--tag")?;
+    let client = open(root)?;
+    let entries: Vec<Entry> = client
+        .list()?
+        .into_iter()
+        .filter(|e| match e {
+            Entry::Session { record, status: st } => {
+                status.is_none_or(|s| s == st.name())
+                    && want_tags
+                        .iter()
+                        .all(|(k, v)| record.tags.get(k) == Some(v))
+            }
+            // A degraded record cannot prove it lacks a tag: it is shown unless the
+            // caller asked for another status.
+            Entry::Degraded { .. } => status.is_none_or(|s| s == "degraded"),
+        })
+        .collect();
+    if json {
+        let arr: Vec<_> = entries.iter().map(output::entry_json).collect();
+        println!("{}", serde_json::Value::Array(arr));
+    } else {
+        for e in &entries {
+            println!("{}", output::entry_line(e));
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn status(root: Option<&PathBuf>, reference: &str, json: bool, expect: &Expect) -> Result<i32, ClientError> {
+    let client = open(root)?;
+    let target = resolve(&client, reference, expect)?;
+    let derived = latch_client::derive_status(&target.record);
+    if let SessionStatus::Exited { .. } = derived {
+        if json {
+            println!("{}", output::record_json(&target.record, &derived));
+        } else {
+            println!("{}@{}: {}", target.session.id, target.session.incarnation, output::entry_line(&Entry::Session { record: Box::new(target.record.clone()), status: derived.clone() }));
+        }
+        return Ok(exit::OK);
+    }
+    let mut bound = client.connect(&target.session)?;
+    let s = bound.status()?;
+    if json {
+        let mut v = output::record_json(&target.record, &derived);
+        v["daemon"] = json!({
+            "id": s.id.as_str(),
+            "incarnation": s.incarnation.to_string(),
+            "daemonPid": s.daemon_pid,
+            "childPid": s.child_pid,
+            "rows": s.rows,
+            "cols": s.cols,
+            "cursor": {"row": s.cursor_row, "col": s.cursor_col},
+            "writers": s.writers,
+            "readers": s.readers,
+            "createdAt": s.created_at_ms,
+            "exit": s.exit.map(|e| json!({"code": e.code, "signal": e.signal})),
+            "draining": s.draining,
+            "legacyPolicy": s.legacy_policy.as_str(),
+        });
+        println!("{v}");
+    } else {
+        println!("id:          {}", s.id);
+        println!("incarnation: {}", s.incarnation);
+        println!("name:        {}", target.record.display_name.as_deref().unwrap_or("-"));
+        println!("status:      {}", if s.exit.is_some() { "exited" } else { "running" });
+        println!("command:     {}", target.record.command.join(" "));
+        println!("size:        {}x{}", s.rows, s.cols);
+        println!("clients:     {} writers, {} readers", s.writers, s.readers);
+        println!("pids:        daemon {}, program {}", s.daemon_pid, s.child_pid);
+        println!("legacy:      {}", s.legacy_policy.as_str());
+    }
+    Ok(exit::OK)
+}

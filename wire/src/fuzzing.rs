@@ -2,10 +2,10 @@
 
 use bytes::BytesMut;
 
-use crate::codec::{ClientCodec, Inbound, ServerCodec};
-use crate::frame::{LegacyPolicy, Limits};
+use crate::codec::{ClientCodec, Inbound, Outbound, ServerCodec};
+use crate::frame::{ClientFrame, LegacyPolicy, Limits, ServerFrame};
 use crate::ids::{Incarnation, SessionId, SessionRef};
-use crate::server::{ConnState, Env, Out, ServerConfig, ServerConn};
+use crate::server::{ConnState, Effect, Env, Out, ServerConfig, ServerConn};
 use crate::version::SUPPORTED;
 
 /// The daemon identity used by the fuzz targets and property tests.
@@ -98,7 +98,8 @@ pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, drain_mask: u8) {
 }
 
 /// One step of the central property: feed `frame`, assert that any effect was
-/// legal in the state the connection was in.
+/// legal in the state the connection was in, and that a connection becomes bound
+/// only by a strict BIND naming the creation the daemon answers with.
 pub fn check_step(
     conn: &mut ServerConn,
     frame: Inbound,
@@ -107,7 +108,16 @@ pub fn check_step(
 ) -> Vec<Out> {
     let before = conn.state();
     let legacy = matches!(frame, Inbound::Legacy(_));
+    let asked = match &frame {
+        Inbound::Strict(ClientFrame::Bind { id, incarnation }) => {
+            Some(SessionRef::new(id.clone(), *incarnation))
+        }
+        _ => None,
+    };
     let out = conn.handle(frame, env);
+    if before == ConnState::Closed {
+        assert!(out.is_empty(), "output {out:?} on a closed connection");
+    }
     for o in &out {
         if let Out::Effect(e) = o {
             if legacy {
@@ -124,19 +134,43 @@ pub fn check_step(
                     matches!(before, ConnState::Bound { .. }),
                     "effect {e:?} emitted in state {before:?}"
                 );
+                assert!(
+                    !(e.is_mutating()
+                        && matches!(
+                            before,
+                            ConnState::Bound {
+                                attached: Some(true),
+                                ..
+                            }
+                        )),
+                    "mutating effect {e:?} from a read-only client"
+                );
             }
             if env.draining {
-                assert!(
-                    matches!(e, crate::server::Effect::Detach),
-                    "effect {e:?} while draining"
-                );
+                assert!(matches!(e, Effect::Detach), "effect {e:?} while draining");
             }
         }
     }
-    // Binding happens only through the daemon's own ref.
+    // Binding happens only through a strict BIND naming the daemon's own ref (the
+    // one it answers BOUND with), never while draining.
     if !matches!(before, ConnState::Bound { .. }) && matches!(conn.state(), ConnState::Bound { .. })
     {
-        assert!(!legacy);
+        assert!(!legacy, "a legacy packet bound the connection");
+        assert!(!env.draining, "bound while draining");
+        let asked = asked.expect("bound by a frame other than BIND");
+        let answered = out
+            .iter()
+            .find_map(|o| match o {
+                Out::Send(Outbound::Strict(ServerFrame::Bound { id, incarnation })) => {
+                    Some(SessionRef::new(id.clone(), *incarnation))
+                }
+                _ => None,
+            })
+            .expect("bound without a BOUND reply");
+        assert!(
+            asked.matches(&answered),
+            "BIND {asked} bound a connection answered with {answered}"
+        );
     }
     out
 }

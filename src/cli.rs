@@ -22,6 +22,9 @@ pub struct Expect {
     /// Act only if the session is still this incarnation.
     #[arg(long, value_name = "INCARNATION")]
     pub expect: Option<String>,
+    /// Act only on the creation this receipt (from `latch new --receipt`) names.
+    #[arg(long, value_name = "FILE")]
+    pub receipt: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -141,6 +144,97 @@ pub enum Command {
         #[command(flatten)]
         expect: Expect,
     },
+    /// Set or delete tags: k=v sets, k= deletes.
+    Tag {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// k=v (set) or k= (delete).
+        #[arg(required = true, value_name = "K=V")]
+        tags: Vec<String>,
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        expect: Expect,
+    },
+    /// Change a session's display name.
+    Rename {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// The new display name.
+        name: String,
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        expect: Expect,
+    },
+    /// Metadata operations.
+    Meta {
+        #[command(subcommand)]
+        op: MetaOp,
+    },
+    /// Show a session's events (or every session's, with --all).
+    Events {
+        /// ID, unique display name, or ID@INCARNATION (only that creation's events).
+        reference: Option<String>,
+        /// Every session.
+        #[arg(long, conflicts_with = "reference")]
+        all: bool,
+        /// Keep printing new events.
+        #[arg(long)]
+        follow: bool,
+        /// Output JSON lines.
+        #[arg(long)]
+        json: bool,
+        /// Wait for an event of this type, print it and exit.
+        #[arg(long, value_name = "TYPE")]
+        wait: Option<String>,
+        /// Seconds to wait with --wait.
+        #[arg(long, value_name = "S", default_value_t = 10.0)]
+        timeout: f64,
+    },
+    /// Receipt operations.
+    Receipt {
+        #[command(subcommand)]
+        op: ReceiptOp,
+    },
+    /// Clean up after exited, vanished and (on request) abandoned sessions, acting
+    /// only with proof.
+    Gc {
+        /// Report what would happen; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also stop and remove running sessions whose working directory is gone.
+        #[arg(long)]
+        abandoned: bool,
+        /// Seconds an orphaned program gets after SIGTERM before SIGKILL.
+        #[arg(long, value_name = "S", default_value_t = 3.0)]
+        grace: f64,
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inside a session: replace its stored command (so a restart runs it) and run it.
+    Exec {
+        /// The program and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// End a session and start its stored command under the same id, with a new
+    /// incarnation.
+    Restart {
+        /// ID, unique display name, or ID@INCARNATION.
+        reference: String,
+        /// Seconds to wait after SIGTERM before SIGKILL.
+        #[arg(long, value_name = "S", default_value_t = 5.0)]
+        grace: f64,
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        expect: Expect,
+    },
     /// Run a session daemon (internal).
     #[command(hide = true)]
     Daemon {
@@ -150,6 +244,35 @@ pub enum Command {
         /// The creation spec, JSON.
         #[arg(long)]
         spec: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MetaOp {
+    /// Apply a JSON merge object from stdin: {"displayName"?: s|null, "tags"?: {k: s|null}}.
+    Patch {
+        /// The exact session id (names are not accepted).
+        #[arg(long)]
+        id: String,
+        /// Act only if the session is still this incarnation.
+        #[arg(long, value_name = "INCARNATION")]
+        expect: Option<String>,
+        /// Act only on the creation this receipt names.
+        #[arg(long, value_name = "FILE")]
+        receipt: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReceiptOp {
+    /// Say what a receipt's session is now: current, exited, replaced, removed, foreign
+    /// or unreadable (exit 0, 1, 4, 3, 9, 7).
+    Verify {
+        /// The receipt file.
+        file: PathBuf,
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -179,6 +302,9 @@ pub struct NewArgs {
     /// Output JSON (implies nothing about attaching; combine with -d).
     #[arg(long)]
     pub json: bool,
+    /// Write a receipt for this creation to FILE (mode 0600).
+    #[arg(long, value_name = "FILE")]
+    pub receipt: Option<PathBuf>,
     /// The program and its arguments (default $SHELL).
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -192,7 +318,16 @@ impl Command {
             Self::Ls { json, .. }
             | Self::Status { json, .. }
             | Self::Kill { json, .. }
-            | Self::Rm { json, .. } => *json,
+            | Self::Rm { json, .. }
+            | Self::Tag { json, .. }
+            | Self::Rename { json, .. }
+            | Self::Events { json, .. }
+            | Self::Gc { json, .. }
+            | Self::Restart { json, .. } => *json,
+            Self::Receipt {
+                op: ReceiptOp::Verify { json, .. },
+            } => *json,
+            Self::Meta { .. } => true,
             _ => false,
         }
     }

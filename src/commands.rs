@@ -5,13 +5,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use latch_client::{exit, AttachEvent, Client, ClientError, Entry, KillOutcome, NewSession, SessionStatus, Target};
+use latch_client::{exit, AttachEvent, MetaPatch, Client, ClientError, Entry, KillOutcome, NewSession, SessionStatus, Target};
 use latch_registry::root::resolve_root;
 use latch_wire::{Incarnation, LegacyPolicy, SessionId};
 use serde_json::json;
 
-use crate::cli::{Cli, Command, Expect, NewArgs};
-use crate::{attach, keys, output};
+use crate::cli::{Cli, Command, Expect, MetaOp, NewArgs, ReceiptOp};
+use crate::{attach, events, keys, output};
 
 fn usage(msg: impl Into<String>) -> ClientError {
     ClientError::Usage(msg.into())
@@ -31,7 +31,23 @@ fn parse_expect(e: &Expect) -> Result<Option<Incarnation>, ClientError> {
 }
 
 fn resolve(client: &Client, reference: &str, expect: &Expect) -> Result<Target, ClientError> {
-    let want = parse_expect(expect)?;
+    let mut want = parse_expect(expect)?;
+    if let Some(path) = &expect.receipt {
+        let receipt = client.load_receipt(path)?;
+        if want.is_some_and(|w| !w.ct_eq(&receipt.incarnation)) {
+            return Err(usage("--expect and --receipt name different incarnations"));
+        }
+        want = Some(receipt.incarnation);
+        // The receipt pins the creation; the REF must name the same id.
+        let target = client.resolve(reference, want.as_ref())?;
+        if target.session.id != receipt.id {
+            return Err(usage(format!(
+                "receipt is for session {}, not {}",
+                receipt.id, target.session.id
+            )));
+        }
+        return Ok(target);
+    }
     client.resolve(reference, want.as_ref())
 }
 
@@ -166,6 +182,153 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                 exit::OK
             })
         }
+        Command::Tag {
+            reference,
+            tags,
+            json,
+            expect,
+        } => {
+            let client = open(root)?;
+            let target = resolve(&client, &reference, &expect)?;
+            let mut patch = MetaPatch::default();
+            for (k, v) in parse_kv(&tags, "tag")? {
+                latch_client::meta::validate_tag(&k, Some(&v))?;
+                patch.tags.insert(k, (!v.is_empty()).then_some(v));
+            }
+            patched(&client, &target, &patch, json)
+        }
+        Command::Rename {
+            reference,
+            name,
+            json,
+            expect,
+        } => {
+            latch_client::validate_display_name(&name).map_err(|e| usage(e.to_string()))?;
+            let client = open(root)?;
+            let target = resolve(&client, &reference, &expect)?;
+            let patch = MetaPatch {
+                display_name: Some(Some(name)),
+                ..MetaPatch::default()
+            };
+            patched(&client, &target, &patch, json)
+        }
+        Command::Meta {
+            op: MetaOp::Patch { id, expect, receipt },
+        } => {
+            let id = SessionId::new(id.as_str()).map_err(|e| usage(format!("--id {id:?}: {e} (meta patch takes exact ids only)")))?;
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map_err(|e| usage(format!("reading the patch from stdin: {e}")))?;
+            let patch = MetaPatch::from_json(&text)?;
+            let client = open(root)?;
+            let exp = Expect { expect, receipt };
+            let mut want = parse_expect(&exp)?;
+            if let Some(path) = &exp.receipt {
+                let r = client.load_receipt(path)?;
+                if r.id != id || want.is_some_and(|w| !w.ct_eq(&r.incarnation)) {
+                    return Err(usage("the receipt names another session or incarnation"));
+                }
+                want = Some(r.incarnation);
+            }
+            let done = client.patch(&id, want.as_ref(), &patch)?;
+            let status = latch_client::derive_status(&done.record);
+            println!(
+                "{}",
+                json!({"changed": done.changed, "metadata": output::record_json(&done.record, &status)})
+            );
+            Ok(exit::OK)
+        }
+        Command::Events {
+            reference,
+            all,
+            follow,
+            json,
+            wait,
+            timeout,
+        } => {
+            let client = open(root)?;
+            events::run(&client, reference.as_deref(), all, follow, json, wait.as_deref(), secs(timeout)?)
+        }
+        Command::Receipt {
+            op: ReceiptOp::Verify { file, json },
+        } => {
+            let client = open(root)?;
+            let (verdict, receipt, detail) = client.verify_receipt(&file);
+            if json {
+                println!(
+                    "{}",
+                    json!({
+                        "verdict": verdict.name(),
+                        "detail": detail,
+                        "id": receipt.as_ref().map(|r| r.id.to_string()),
+                        "incarnation": receipt.as_ref().map(|r| r.incarnation.to_string()),
+                    })
+                );
+            } else {
+                println!("{}: {detail}", verdict.name());
+            }
+            Ok(verdict.exit_code())
+        }
+        Command::Gc {
+            dry_run,
+            abandoned,
+            grace,
+            json,
+        } => {
+            let client = open(root)?;
+            let mut opts = latch_client::GcOptions::default();
+            opts.dry_run = dry_run;
+            opts.abandoned_cwd = abandoned;
+            opts.grace = secs(grace)?;
+            let reports = client.gc(&opts)?;
+            if json {
+                println!("{}", serde_json::to_value(&reports).map_err(|e| ClientError::Other(e.to_string()))?);
+            } else {
+                for r in &reports {
+                    println!(
+                        "{:<20} {:<9} {:<28} {}",
+                        r.id,
+                        r.observed,
+                        r.action,
+                        r.reason.as_deref().unwrap_or("")
+                    );
+                }
+            }
+            Ok(exit::OK)
+        }
+        Command::Exec { command } => {
+            let env: BTreeMap<String, String> = std::env::vars().collect();
+            Client::exec_update(&env, &command)?;
+            use std::os::unix::process::CommandExt;
+            let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
+            Err(ClientError::Other(format!("exec {}: {err}", command[0])))
+        }
+        Command::Restart {
+            reference,
+            grace,
+            json,
+            expect,
+        } => {
+            let client = open(root)?;
+            let target = resolve(&client, &reference, &expect)?;
+            let created = client.restart(&target.session, secs(grace)?)?;
+            if json {
+                println!(
+                    "{}",
+                    json!({
+                        "id": created.id.as_str(),
+                        "previousIncarnation": target.session.incarnation.to_string(),
+                        "incarnation": created.incarnation.to_string(),
+                        "daemonPid": created.daemon_pid,
+                        "childPid": created.child_pid,
+                        "createdAt": created.created_at_ms,
+                    })
+                );
+            } else {
+                println!("{}@{}", created.id, created.incarnation);
+            }
+            Ok(exit::OK)
+        }
         Command::Rm {
             reference,
             force,
@@ -186,6 +349,24 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             Ok(exit::OK)
         }
     }
+}
+
+fn patched(client: &Client, target: &Target, patch: &MetaPatch, json: bool) -> Result<i32, ClientError> {
+    // The resolved incarnation is always the precondition: a replacement that slips
+    // in after resolution is refused under the lock (exit 4).
+    let done = client.patch(&target.session.id, Some(&target.session.incarnation), patch)?;
+    if json {
+        let status = latch_client::derive_status(&done.record);
+        println!(
+            "{}",
+            json!({"changed": done.changed, "metadata": output::record_json(&done.record, &status)})
+        );
+    } else if done.changed.is_empty() {
+        println!("{}: unchanged", target.session.id);
+    } else {
+        println!("{}: changed {}", target.session.id, done.changed.join(", "));
+    }
+    Ok(exit::OK)
 }
 
 fn run_daemon(root: PathBuf, spec: &str) -> Result<i32, ClientError> {
@@ -239,6 +420,9 @@ fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
     new.cols = cols;
     new.legacy_policy = legacy_policy;
     let created = client.create(new)?;
+    if let Some(path) = &args.receipt {
+        client.write_receipt(path, &created)?;
+    }
     if args.json {
         println!(
             "{}",

@@ -3,6 +3,7 @@
 mod attach;
 mod cli;
 mod commands;
+mod events;
 mod keys;
 mod output;
 

@@ -12,11 +12,17 @@
 pub mod conn;
 pub mod create;
 pub mod error;
+pub mod lifecycle;
+pub mod meta;
 pub mod names;
+pub mod receipt;
 pub mod session;
 
 pub use conn::{AttachEvent, AttachReader, AttachWriter, Attached, Bound, Connection};
 pub use create::Created;
 pub use error::{exit, ClientError};
+pub use lifecycle::{GcOptions, GcReport};
+pub use meta::{MetaPatch, Patched};
 pub use names::{validate_display_name, NameError};
 pub use session::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus, Target};
+pub use receipt::{Receipt, Verdict};

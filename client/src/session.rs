@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use latch_registry::events::{event, kind};
 use latch_registry::proc::{prove, ProofError};
 use latch_registry::{CreateSpec, Record, Registry, RegistryError, DEFAULT_LOCK_WAIT};
 use latch_wire::{Incarnation, LegacyPolicy, SessionId, SessionRef};
@@ -212,6 +213,11 @@ impl Client {
         Ok(out)
     }
 
+    /// Reads a record; a corrupt one is a degraded read (exit 7), never an absence.
+    pub fn read_checked(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
+        self.read(id)
+    }
+
     fn read(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
         match self.registry.read_record(id) {
             Ok(r) => Ok(r),
@@ -349,6 +355,7 @@ impl Client {
     /// Sends `signal` through a bound connection; with `wait`, waits until the daemon
     /// closes (the program ended), at most `wait`.
     pub fn kill(&self, session: &SessionRef, signal: i32, wait: Option<Duration>) -> Result<KillOutcome, ClientError> {
+        self.log_kill_requested(session, signal)?;
         let mut bound = match self.connect(session) {
             Ok(b) => b,
             Err(ClientError::Unreachable(m)) => {
@@ -379,6 +386,31 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Records `kill_requested` under the lock, only if the record still holds
+    /// `session`'s incarnation.
+    fn log_kill_requested(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
+        let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
+        let record = self.read(&session.id)?.ok_or_else(|| ClientError::Replaced {
+            id: session.id.clone(),
+            expected: session.incarnation,
+            actual: None,
+        })?;
+        if !record.incarnation.ct_eq(&session.incarnation) {
+            return Err(ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(record.incarnation),
+            });
+        }
+        let mut fields = serde_json::Map::new();
+        fields.insert("signal".into(), serde_json::json!(signal));
+        self.registry.append_event(
+            &lock,
+            &event(kind::KILL_REQUESTED, &session.id, &session.incarnation, fields),
+        )?;
+        Ok(())
     }
 
     /// Removes an exited or vanished session's files, under its lock, only if the
@@ -442,6 +474,10 @@ impl Client {
         // The daemon is proven gone: a socket left by a crash cannot be a
         // successor's while we hold the lock, and it is removed only if nobody answers.
         self.registry.remove_stale_socket(&lock)?;
+        self.registry.append_event(
+            &lock,
+            &event(kind::REMOVED, &session.id, &session.incarnation, serde_json::Map::new()),
+        )?;
         self.registry.remove_files(lock)?;
         Ok(())
     }

@@ -10,6 +10,7 @@
 //! `latch-daemon`), or decide policy about what to kill or remove.
 
 pub mod error;
+pub mod events;
 pub mod key;
 pub mod lock;
 pub mod proc;
@@ -158,16 +159,14 @@ impl Registry {
         record::write_atomic(&self.record_path(&record.id), &bytes)
     }
 
-    /// Removes a session's record, events, log and lock file, under its lock. The
-    /// socket is not touched here: only its daemon, or a caller that proved it dead,
-    /// removes it (see [`Registry::remove_stale_socket`]).
+    /// Removes a session's record, log and lock file, under its lock. The events
+    /// file is kept: it is the id's history across incarnations, ending with the
+    /// `removed` event (bounded in size, §9.9). The socket is not touched here: only
+    /// its daemon, or a caller that proved it dead, removes it (see
+    /// [`Registry::remove_stale_socket`]).
     pub fn remove_files(&self, lock: SessionLock) -> Result<(), RegistryError> {
         let id = lock.id().clone();
-        for path in [
-            self.record_path(&id),
-            self.events_path(&id),
-            self.log_path(&id),
-        ] {
+        for path in [self.record_path(&id), self.log_path(&id)] {
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

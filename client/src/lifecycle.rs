@@ -1,0 +1,287 @@
+//! Lifecycle: gc, exec inside a session, restart (issue 5; BRIEF.md invariants 5, 6).
+//!
+//! Every action follows one discipline: observe, then take the session lock,
+//! re-read the record, and act only if it still holds the incarnation observed (and
+//! the same status class); otherwise skip with the reason. Nothing is signalled
+//! unless its identity is proven (pidfd, start time, boot id).
+
+use std::collections::BTreeMap;
+use std::os::fd::BorrowedFd;
+use std::path::Path;
+use std::time::Duration;
+
+use latch_registry::events::{event, kind};
+use latch_registry::proc::{prove, ProofError};
+use latch_registry::spec::{ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
+use latch_registry::{Record, RegistryError, DEFAULT_LOCK_WAIT};
+use latch_wire::{Incarnation, SessionId, SessionRef};
+use serde::Serialize;
+
+use crate::create::Created;
+use crate::error::ClientError;
+use crate::session::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus};
+
+/// Options for [`Client::gc`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct GcOptions {
+    /// Report what would happen; change nothing.
+    pub dry_run: bool,
+    /// Also stop and remove running sessions whose working directory is gone.
+    pub abandoned_cwd: bool,
+    /// How long an orphaned program gets after SIGTERM before SIGKILL.
+    pub grace: Duration,
+}
+
+/// What gc did, or why it did nothing, for one session.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GcReport {
+    /// The id (or file stem for a degraded record).
+    pub id: String,
+    /// The incarnation observed, if readable.
+    pub incarnation: Option<String>,
+    /// The status observed.
+    pub observed: String,
+    /// `removed`, `would-remove`, `orphan-signaled-and-removed`, `would-signal-orphan`,
+    /// `stopped-and-removed`, `would-stop`, `none` or `skipped`.
+    pub action: String,
+    /// Why it was skipped: `busy`, `changed-since-observed`, `unverifiable`,
+    /// `signal-failed`, `shutdown-timed-out`, `kept-by-tag`, `running`, `degraded`.
+    pub reason: Option<String>,
+}
+
+/// The tag that makes gc keep an exited session.
+pub const KEEP_TAG: &str = "keep";
+
+/// Waits until the process behind `fd` exits (the pidfd becomes readable).
+fn wait_pidfd(fd: &latch_registry::PidFd, limit: Duration) -> bool {
+    // SAFETY: the pidfd outlives the poll.
+    let bfd = unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) };
+    let mut fds = [nix::poll::PollFd::new(bfd, nix::poll::PollFlags::POLLIN)];
+    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
+    matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)), Ok(n) if n > 0)
+}
+
+impl Client {
+    /// Classifies every session and acts only with proof; reports every session.
+    pub fn gc(&self, opts: &GcOptions) -> Result<Vec<GcReport>, ClientError> {
+        let mut out = Vec::new();
+        for entry in self.list()? {
+            let (record, status) = match entry {
+                Entry::Degraded { id, error } => {
+                    out.push(GcReport {
+                        id,
+                        incarnation: None,
+                        observed: "degraded".into(),
+                        action: "skipped".into(),
+                        reason: Some(format!("degraded: {error}")),
+                    });
+                    continue;
+                }
+                Entry::Session { record, status } => (*record, status),
+            };
+            out.push(self.gc_one(&record, &status, opts));
+        }
+        Ok(out)
+    }
+
+    fn gc_one(&self, observed: &Record, status: &SessionStatus, opts: &GcOptions) -> GcReport {
+        let mut report = GcReport {
+            id: observed.id.to_string(),
+            incarnation: Some(observed.incarnation.to_string()),
+            observed: status.name().into(),
+            action: "none".into(),
+            reason: None,
+        };
+        let skip = |mut r: GcReport, why: &str| {
+            r.action = "skipped".into();
+            r.reason = Some(why.into());
+            r
+        };
+        match status {
+            SessionStatus::Unknown { reason } => return skip(report, &format!("unverifiable: {reason}")),
+            SessionStatus::Exited { .. } if observed.tags.contains_key(KEEP_TAG) => {
+                return skip(report, "kept-by-tag")
+            }
+            SessionStatus::Running => {
+                let cwd_gone = !Path::new(&observed.cwd).is_dir();
+                if !(opts.abandoned_cwd && cwd_gone) {
+                    report.reason = Some("running".into());
+                    return report;
+                }
+                if opts.dry_run {
+                    report.action = "would-stop".into();
+                    report.reason = Some("working directory is gone".into());
+                    return report;
+                }
+                let target = SessionRef::new(observed.id.clone(), observed.incarnation);
+                return match self.kill(&target, libc::SIGTERM, Some(opts.grace.max(Duration::from_secs(1)))) {
+                    Ok(KillOutcome::Killed | KillOutcome::AlreadyExited) => {
+                        match self.remove(&target, false) {
+                            Ok(()) => {
+                                report.action = "stopped-and-removed".into();
+                                report.reason = Some("working directory is gone".into());
+                                report
+                            }
+                            Err(e) => skip(report, &gc_reason(&e)),
+                        }
+                    }
+                    Ok(_) => skip(report, "shutdown-timed-out"),
+                    Err(e) => skip(report, &gc_reason(&e)),
+                };
+            }
+            SessionStatus::Exited { .. } | SessionStatus::Vanished => {}
+        }
+        let vanished = matches!(status, SessionStatus::Vanished);
+        // An orphaned program whose daemon is gone: prove it before anything.
+        let orphan = if vanished {
+            match prove(&observed.child) {
+                Ok(fd) => Some(fd),
+                Err(ProofError::Gone | ProofError::Mismatch) => None,
+                Err(e) => return skip(report, &format!("unverifiable: {e}")),
+            }
+        } else {
+            None
+        };
+        if opts.dry_run {
+            report.action = if orphan.is_some() { "would-signal-orphan" } else { "would-remove" }.into();
+            return report;
+        }
+        let lock = match self.registry().lock(&observed.id, DEFAULT_LOCK_WAIT) {
+            Ok(l) => l,
+            Err(RegistryError::Busy { .. }) => return skip(report, "busy"),
+            Err(e) => return skip(report, &e.to_string()),
+        };
+        // Re-check under the lock: still the incarnation and the status observed.
+        match self.registry().read_record(&observed.id) {
+            Ok(Some(now)) if now.incarnation.ct_eq(&observed.incarnation) => {
+                if derive_status(&now).name() != status.name() {
+                    return skip(report, "changed-since-observed");
+                }
+            }
+            _ => return skip(report, "changed-since-observed"),
+        }
+        if let Some(fd) = orphan {
+            if let Err(e) = fd.send_signal(libc::SIGTERM) {
+                if e.raw_os_error() != Some(libc::ESRCH) {
+                    return skip(report, &format!("signal-failed: {e}"));
+                }
+            }
+            if !wait_pidfd(&fd, opts.grace) {
+                let _ = fd.send_signal(libc::SIGKILL);
+                if !wait_pidfd(&fd, Duration::from_secs(2)) {
+                    return skip(report, "shutdown-timed-out");
+                }
+            }
+            report.action = "orphan-signaled-and-removed".into();
+        } else {
+            report.action = "removed".into();
+        }
+        let reg = self.registry();
+        let result = reg
+            .remove_stale_socket(&lock)
+            .and_then(|_| {
+                reg.append_event(
+                    &lock,
+                    &event(kind::REMOVED, &observed.id, &observed.incarnation, serde_json::Map::new()),
+                )
+            })
+            .and_then(|()| reg.remove_files(lock));
+        if let Err(e) = result {
+            return skip(report, &e.to_string());
+        }
+        report
+    }
+
+    /// `latch exec` inside a session: checks the owner identity the daemon put in
+    /// this process's environment against the record under the lock, stores the new
+    /// command, and returns (the caller then execs it). Refuses outside a session and
+    /// fails closed when the session was replaced.
+    pub fn exec_update(env: &BTreeMap<String, String>, command: &[String]) -> Result<Client, ClientError> {
+        let (Some(id), Some(inc), Some(root)) = (
+            env.get(ENV_SESSION_ID),
+            env.get(ENV_INCARNATION),
+            env.get(ENV_ROOT),
+        ) else {
+            return Err(ClientError::Refused(format!(
+                "not inside a latch session ({ENV_SESSION_ID}, {ENV_INCARNATION} and {ENV_ROOT} must be set)"
+            )));
+        };
+        if command.is_empty() {
+            return Err(ClientError::Usage("exec needs a command".into()));
+        }
+        let id = SessionId::new(id.as_str()).map_err(|e| ClientError::Refused(format!("{ENV_SESSION_ID}: {e}")))?;
+        let inc = Incarnation::parse(inc).map_err(|e| ClientError::Refused(format!("{ENV_INCARNATION}: {e}")))?;
+        let client = Client::open(Path::new(root), std::env::current_exe().unwrap_or_default())?;
+        let reg = client.registry();
+        if !reg.verify(&id, &inc) {
+            return Err(ClientError::Refused(
+                "the session identity in this environment was not minted by this registry".into(),
+            ));
+        }
+        let lock = reg.lock(&id, DEFAULT_LOCK_WAIT)?;
+        let mut record = client.read_checked(&id)?.ok_or_else(|| ClientError::Replaced {
+            id: id.clone(),
+            expected: inc,
+            actual: None,
+        })?;
+        if !record.incarnation.ct_eq(&inc) {
+            return Err(ClientError::Replaced {
+                id,
+                expected: inc,
+                actual: Some(record.incarnation),
+            });
+        }
+        let old = std::mem::replace(&mut record.command, command.to_vec());
+        reg.write_record(&lock, &record)?;
+        let mut fields = serde_json::Map::new();
+        fields.insert(
+            "changes".into(),
+            serde_json::json!({"command": {"old": old, "new": command}}),
+        );
+        reg.append_event(&lock, &event(kind::METADATA_CHANGE, &id, &inc, fields))?;
+        drop(lock);
+        Ok(client)
+    }
+
+    /// Ends `session` and starts its stored command under the same id with a new
+    /// incarnation. Refuses if the session was replaced meanwhile.
+    pub fn restart(&self, session: &SessionRef, grace: Duration) -> Result<Created, ClientError> {
+        let record = self.read_checked(&session.id)?.ok_or_else(|| ClientError::Replaced {
+            id: session.id.clone(),
+            expected: session.incarnation,
+            actual: None,
+        })?;
+        if !record.incarnation.ct_eq(&session.incarnation) {
+            return Err(ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(record.incarnation),
+            });
+        }
+        if derive_status(&record) == SessionStatus::Running
+            && self.kill(session, libc::SIGTERM, Some(grace))? == KillOutcome::TimedOut
+        {
+            self.kill(session, libc::SIGKILL, Some(Duration::from_secs(5)))?;
+        }
+        self.remove(session, false)?;
+        self.create(NewSession {
+            id: Some(session.id.clone()),
+            name: record.display_name.clone(),
+            command: record.command.clone(),
+            cwd: Some(record.cwd.clone().into()),
+            tags: record.tags.clone(),
+            legacy_policy: record.legacy_policy,
+            ..NewSession::default()
+        })
+    }
+}
+
+fn gc_reason(e: &ClientError) -> String {
+    match e {
+        ClientError::Busy(_) => "busy".into(),
+        ClientError::Replaced { .. } | ClientError::NotFound(_) => "changed-since-observed".into(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,167 @@
+//! Exact-id metadata patches: compare and act under one lock (BRIEF.md invariant 4).
+
+use std::collections::BTreeMap;
+
+use latch_registry::events::{event, kind};
+use latch_registry::{Record, DEFAULT_LOCK_WAIT};
+use latch_wire::{Incarnation, SessionId};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::error::ClientError;
+use crate::names::validate_display_name;
+use crate::session::Client;
+
+/// Longest tag key, in bytes.
+pub const TAG_KEY_MAX: usize = 128;
+/// Longest tag value, in bytes.
+pub const TAG_VALUE_MAX: usize = 4096;
+
+/// A merge patch: `{"displayName"?: string|null, "tags"?: {key: string|null}}`.
+/// `None` leaves a field alone; `Some(None)` deletes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetaPatch {
+    /// New display name, or deletion.
+    pub display_name: Option<Option<String>>,
+    /// Tag updates; `None` deletes the key.
+    pub tags: BTreeMap<String, Option<String>>,
+}
+
+/// Checks a tag key and value.
+pub fn validate_tag(key: &str, value: Option<&str>) -> Result<(), ClientError> {
+    if key.is_empty() || key.len() > TAG_KEY_MAX || key.contains('=') || key.chars().any(char::is_control) {
+        return Err(ClientError::Usage(format!(
+            "tag key {key:?} must be 1 to {TAG_KEY_MAX} bytes without '=' or control characters"
+        )));
+    }
+    if let Some(v) = value {
+        if v.len() > TAG_VALUE_MAX {
+            return Err(ClientError::Usage(format!(
+                "tag {key:?} value is longer than {TAG_VALUE_MAX} bytes"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl MetaPatch {
+    /// Parses and validates a JSON merge object. Any other key, a wrong type, or
+    /// malformed JSON is a usage error.
+    pub fn from_json(text: &str) -> Result<Self, ClientError> {
+        let usage = |m: String| ClientError::Usage(m);
+        let v: Value = serde_json::from_str(text).map_err(|e| usage(format!("patch is not JSON: {e}")))?;
+        let Value::Object(obj) = v else {
+            return Err(usage("patch must be a JSON object".into()));
+        };
+        let mut patch = Self::default();
+        for (k, v) in obj {
+            match k.as_str() {
+                "displayName" => {
+                    patch.display_name = Some(match v {
+                        Value::Null => None,
+                        Value::String(s) => {
+                            validate_display_name(&s).map_err(|e| usage(e.to_string()))?;
+                            Some(s)
+                        }
+                        _ => return Err(usage("displayName must be a string or null".into())),
+                    });
+                }
+                "tags" => {
+                    let Value::Object(tags) = v else {
+                        return Err(usage("tags must be an object".into()));
+                    };
+                    for (tk, tv) in tags {
+                        let tv = match tv {
+                            Value::Null => None,
+                            Value::String(s) => Some(s),
+                            _ => return Err(usage(format!("tag {tk:?} must be a string or null"))),
+                        };
+                        validate_tag(&tk, tv.as_deref())?;
+                        patch.tags.insert(tk, tv);
+                    }
+                }
+                other => {
+                    return Err(usage(format!(
+                        "patch may only hold displayName and tags, not {other:?}"
+                    )))
+                }
+            }
+        }
+        Ok(patch)
+    }
+
+    /// Applies the patch to `record`; returns the changes as key -> {old, new}.
+    pub fn apply(&self, record: &mut Record) -> Map<String, Value> {
+        let mut changes = Map::new();
+        if let Some(name) = &self.display_name {
+            if &record.display_name != name {
+                changes.insert(
+                    "displayName".into(),
+                    json!({"old": record.display_name, "new": name}),
+                );
+                record.display_name.clone_from(name);
+            }
+        }
+        for (k, v) in &self.tags {
+            let old = record.tags.get(k).cloned();
+            if &old != v {
+                changes.insert(format!("tags.{k}"), json!({"old": old, "new": v}));
+                match v {
+                    Some(v) => record.tags.insert(k.clone(), v.clone()),
+                    None => record.tags.remove(k),
+                };
+            }
+        }
+        changes
+    }
+}
+
+/// The result of a patch.
+#[derive(Debug, Clone, Serialize)]
+pub struct Patched {
+    /// The keys that changed (`displayName`, `tags.K`); empty for a no-op.
+    pub changed: Vec<String>,
+    /// The record after the patch.
+    #[serde(skip)]
+    pub record: Record,
+}
+
+impl Client {
+    /// Applies `patch` to session `id` under its lock, only if the record still holds
+    /// `expect` (when given). A no-op writes nothing and emits no event.
+    pub fn patch(
+        &self,
+        id: &SessionId,
+        expect: Option<&Incarnation>,
+        patch: &MetaPatch,
+    ) -> Result<Patched, ClientError> {
+        let reg = self.registry();
+        let lock = reg.lock(id, DEFAULT_LOCK_WAIT)?;
+        let mut record = self
+            .read_checked(id)?
+            .ok_or_else(|| ClientError::NotFound(id.to_string()))?;
+        if let Some(want) = expect {
+            if !want.ct_eq(&record.incarnation) {
+                return Err(ClientError::Replaced {
+                    id: id.clone(),
+                    expected: *want,
+                    actual: Some(record.incarnation),
+                });
+            }
+        }
+        let changes = patch.apply(&mut record);
+        if !changes.is_empty() {
+            reg.write_record(&lock, &record)?;
+            let mut fields = Map::new();
+            fields.insert("changes".into(), Value::Object(changes.clone()));
+            // The record is written first, then the event, both under the lock: a
+            // crash between the two leaves a change without its event, never an
+            // event without its change (SPEC.md §9.9).
+            reg.append_event(&lock, &event(kind::METADATA_CHANGE, id, &record.incarnation, fields))?;
+        }
+        Ok(Patched {
+            changed: changes.keys().cloned().collect(),
+            record,
+        })
+    }
+}

@@ -1,0 +1,173 @@
+//! Receipts: durable evidence of one creation (BRIEF.md invariant 8, SPEC.md §9.10).
+
+use std::path::{Path, PathBuf};
+
+use latch_registry::record::write_atomic;
+use latch_registry::RegistryError;
+use latch_wire::{Incarnation, SessionId, SessionRef};
+use serde::{Deserialize, Serialize};
+
+use crate::create::Created;
+use crate::error::ClientError;
+use crate::session::{derive_status, Client, SessionStatus};
+
+/// Receipt format version.
+pub const RECEIPT_VERSION: u32 = 1;
+
+/// The receipt file's contents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Receipt {
+    /// Format version.
+    pub version: u32,
+    /// The registry root the session was created in.
+    pub root: PathBuf,
+    /// The id.
+    pub id: SessionId,
+    /// The creation.
+    pub incarnation: Incarnation,
+    /// Creation time, ms since the epoch.
+    pub created_at: u64,
+}
+
+impl Receipt {
+    /// The session reference the receipt names.
+    pub fn session(&self) -> SessionRef {
+        SessionRef::new(self.id.clone(), self.incarnation)
+    }
+
+    /// Reads and parses a receipt file.
+    pub fn load(path: &Path) -> Result<Self, ClientError> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| ClientError::Unreachable(format!("receipt {} is unreadable: {e}", path.display())))?;
+        let r: Receipt = serde_json::from_slice(&bytes)
+            .map_err(|e| ClientError::Unreachable(format!("receipt {} is unreadable: {e}", path.display())))?;
+        if r.version != RECEIPT_VERSION {
+            return Err(ClientError::Unreachable(format!(
+                "receipt {} has unknown version {}",
+                path.display(),
+                r.version
+            )));
+        }
+        Ok(r)
+    }
+}
+
+/// What a receipt says about its session now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Live, same incarnation.
+    Current,
+    /// Same incarnation, program ended (or its daemon vanished).
+    Exited,
+    /// The id now holds another incarnation.
+    Replaced,
+    /// No record for the id.
+    Removed,
+    /// Not minted under this registry's key (or for another registry root).
+    Foreign,
+    /// The receipt or the record cannot be read.
+    Unreadable,
+}
+
+impl Verdict {
+    /// The exit code `latch receipt verify` uses.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Self::Current => 0,
+            Self::Exited => 1,
+            Self::Removed => 3,
+            Self::Replaced => 4,
+            Self::Unreadable => 7,
+            Self::Foreign => 9,
+        }
+    }
+
+    /// The verdict's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Current => "current",
+            Self::Exited => "exited",
+            Self::Replaced => "replaced",
+            Self::Removed => "removed",
+            Self::Foreign => "foreign",
+            Self::Unreadable => "unreadable",
+        }
+    }
+}
+
+fn same_root(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+impl Client {
+    /// Writes a receipt for `created` atomically with mode 0600.
+    pub fn write_receipt(&self, path: &Path, created: &Created) -> Result<Receipt, ClientError> {
+        let root = self
+            .registry()
+            .root()
+            .canonicalize()
+            .unwrap_or_else(|_| self.registry().root().to_path_buf());
+        let receipt = Receipt {
+            version: RECEIPT_VERSION,
+            root,
+            id: created.id.clone(),
+            incarnation: created.incarnation,
+            created_at: created.created_at_ms,
+        };
+        let bytes = serde_json::to_vec_pretty(&receipt).map_err(|e| ClientError::Other(e.to_string()))?;
+        write_atomic(path, &bytes).map_err(ClientError::from)?;
+        Ok(receipt)
+    }
+
+    /// Loads a receipt that must belong to this registry (root and key).
+    pub fn load_receipt(&self, path: &Path) -> Result<Receipt, ClientError> {
+        let r = Receipt::load(path)?;
+        if !same_root(&r.root, self.registry().root()) || !self.registry().verify(&r.id, &r.incarnation) {
+            return Err(ClientError::Refused(format!(
+                "receipt {} was not issued by this registry ({})",
+                path.display(),
+                self.registry().root().display()
+            )));
+        }
+        Ok(r)
+    }
+
+    /// What a receipt says now.
+    pub fn verify_receipt(&self, path: &Path) -> (Verdict, Option<Receipt>, String) {
+        let r = match Receipt::load(path) {
+            Ok(r) => r,
+            Err(e) => return (Verdict::Unreadable, None, e.to_string()),
+        };
+        if !same_root(&r.root, self.registry().root()) {
+            let msg = format!("issued for registry {}", r.root.display());
+            return (Verdict::Foreign, Some(r), msg);
+        }
+        if !self.registry().verify(&r.id, &r.incarnation) {
+            return (Verdict::Foreign, Some(r), "not minted under this registry's key".into());
+        }
+        match self.registry().read_record(&r.id) {
+            Ok(None) => (Verdict::Removed, Some(r), "no session with this id".into()),
+            Err(e @ RegistryError::Corrupt { .. }) => (Verdict::Unreadable, Some(r), e.to_string()),
+            Err(e) => (Verdict::Unreadable, Some(r), e.to_string()),
+            Ok(Some(rec)) if !rec.incarnation.ct_eq(&r.incarnation) => {
+                let msg = format!("the id now holds incarnation {}", rec.incarnation);
+                (Verdict::Replaced, Some(r), msg)
+            }
+            Ok(Some(rec)) => match derive_status(&rec) {
+                SessionStatus::Running => (Verdict::Current, Some(r), "running".into()),
+                SessionStatus::Exited { code, signal } => (
+                    Verdict::Exited,
+                    Some(r),
+                    format!("exited (code {code:?}, signal {signal:?})"),
+                ),
+                SessionStatus::Vanished => (Verdict::Exited, Some(r), "its daemon vanished".into()),
+                SessionStatus::Unknown { reason } => (Verdict::Unreadable, Some(r), reason),
+            },
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Shared harness for end-to-end tests: a temporary registry root, the real `latch`
+//! binary, and cleanup of every daemon started in the root on drop.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The binary under test.
+pub fn latch_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_latch")
+}
+
+/// A temporary registry. Dropping it SIGKILLs every daemon and program recorded in it
+/// (after proving their identity) and deletes the directory.
+pub struct Reg {
+    _tmp: tempfile::TempDir,
+    pub root: PathBuf,
+}
+
+/// A finished `latch` invocation.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(o: Output) -> Self {
+        Self {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// Asserts success and returns stdout.
+    #[track_caller]
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "latch failed: {self:?}");
+        &self.stdout
+    }
+
+    /// Parses stdout as JSON.
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
+    }
+}
+
+impl Reg {
+    pub fn new() -> Self {
+        let tmp = tempfile::Builder::new().prefix("lt").tempdir_in("/tmp").unwrap();
+        let root = tmp.path().join("r");
+        Self { _tmp: tmp, root }
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(latch_bin());
+        c.arg("--root").arg(&self.root);
+        c.env_remove("LATCH_ROOT");
+        c.env("SHELL", "/bin/sh");
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// Runs `latch --root ROOT ARGS...`.
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::from(self.cmd().args(args).output().unwrap())
+    }
+
+    /// Runs with `stdin` as standard input.
+    pub fn run_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .cmd()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        Run::from(child.wait_with_output().unwrap())
+    }
+
+    /// `latch new -d --id ID --json -- CMD...`; returns the incarnation.
+    #[track_caller]
+    pub fn new_session(&self, id: &str, cmd: &[&str]) -> String {
+        let mut args = vec!["new", "-d", "--json", "--id", id, "--"];
+        args.extend_from_slice(cmd);
+        let r = self.run(&args);
+        let v = r.json();
+        assert_eq!(r.code, 0, "{r:?}");
+        v["incarnation"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits (event-driven, via `peek --wait`) until the screen shows `text`.
+    #[track_caller]
+    pub fn wait_for(&self, reference: &str, text: &str) -> String {
+        let r = self.run(&["peek", reference, "--wait", text, "--timeout", "10"]);
+        assert_eq!(r.code, 0, "waiting for {text:?}: {r:?}");
+        r.stdout
+    }
+
+    /// The record file as JSON.
+    pub fn record(&self, id: &str) -> Value {
+        let bytes = std::fs::read(self.root.join(format!("{id}.json"))).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// Waits for the daemon of `id` to record an exit, by following events.
+    #[track_caller]
+    pub fn wait_exit(&self, id: &str) -> Value {
+        let r = self.run(&["events", id, "--wait", "session_exit", "--json", "--timeout", "10"]);
+        assert_eq!(r.code, 0, "waiting for exit of {id}: {r:?}");
+        r.json()
+    }
+}
+
+impl Drop for Reg {
+    fn drop(&mut self) {
+        kill_all(&self.root);
+    }
+}
+
+/// Kills every proven daemon and program recorded under `root`.
+pub fn kill_all(root: &Path) {
+    let Ok(dir) = std::fs::read_dir(root) else { return };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".json") {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(e.path()) else { continue };
+        let Ok(rec) = serde_json::from_slice::<latch_registry::Record>(&bytes) else { continue };
+        for who in [&rec.child, &rec.daemon] {
+            let _ = latch_registry::proc::signal_proven(who, libc::SIGKILL);
+        }
+    }
+}
+
+/// Waits until process `pid` has exited (a pidfd becomes readable when it does),
+/// at most `limit`. Returns false on timeout. A process already gone counts as exited.
+pub fn wait_process_exit(pid: u32, limit: Duration) -> bool {
+    use std::os::fd::BorrowedFd;
+    let fd = match latch_registry::PidFd::open(pid) {
+        Ok(fd) => fd,
+        Err(_) => return true,
+    };
+    // SAFETY: the pidfd stays open for the duration of the poll.
+    let bfd = unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) };
+    let mut fds = [nix::poll::PollFd::new(bfd, nix::poll::PollFlags::POLLIN)];
+    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
+    matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)), Ok(n) if n > 0)
+}
+
+/// Whether `pid` is alive (not gone, not a zombie).
+pub fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists() && !latch_registry::proc::is_zombie(pid)
+}

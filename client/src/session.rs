@@ -374,6 +374,16 @@ impl Client {
                 code: latch_wire::ErrorCode::Exited,
                 ..
             }) => return Ok(KillOutcome::AlreadyExited),
+            // The daemon closed while confirming: the session ended under us (its
+            // daemon records the exit before closing). Report it only if proven.
+            Err(ClientError::Unreachable(m)) => {
+                return match self.registry.read_record(&session.id) {
+                    Ok(Some(r)) if r.incarnation.ct_eq(&session.incarnation) && r.exit.is_some() => {
+                        Ok(KillOutcome::Killed)
+                    }
+                    _ => Err(ClientError::Unreachable(m)),
+                };
+            }
             Err(e) => return Err(e),
         }
         match wait {

@@ -1,1 +1,153 @@
-//! placeholder
+//! latch-daemon: one process per session.
+//!
+//! What it does, in order (SPEC.md §9.6 for creation, §5 for connections):
+//!
+//! 1. **Creation, under the session lock** (`create`): checks the registry root,
+//!    refuses an id that already has a record (or an unreadable one) or a socket that
+//!    answers, mints the incarnation, binds `<root>/<id>.sock` (0600), opens a PTY,
+//!    spawns the program as a session leader with the PTY as its controlling terminal,
+//!    opens a pidfd for it, writes the record, and only then reports
+//!    [`ReadyMessage::Ready`] on its stdout (the readiness pipe) and points stdout at
+//!    `/dev/null`. Any failure before that undoes what was done and reports
+//!    [`ReadyMessage::Failed`].
+//! 2. **Serving** (`conn`): checks every peer's uid (SO_PEERCRED) before reading a
+//!    byte, bounds the number of connections, times the handshake, and feeds every
+//!    frame to `latch_wire::server::ServerConn`, which alone decides what is legal. The
+//!    daemon only carries out what it returns: no effect without BIND.
+//! 3. **The terminal** (`session`, `pty`, `screen`): PTY output goes through a
+//!    vt100 emulator (screen + bounded scrollback) and out to attached clients; ATTACH
+//!    cuts a screen snapshot and joins the fan-out in one synchronous step on a
+//!    single-threaded runtime, so a client sees every byte after its snapshot exactly
+//!    once. Slow clients are cut off (`fanout` documents the bound).
+//! 4. **Exit** (`serve`): when the program ends, the remaining output is drained,
+//!    the exit is recorded (only while the record is still this incarnation's), EXIT
+//!    goes to every attached client, and the socket is unlinked only if it is still
+//!    the one this daemon bound.
+//!
+//! What it deliberately does not do: read the registry to learn who it is (STATUS is
+//! answered from memory, BRIEF.md invariant 2); signal anything but its own child,
+//! and that only through the pidfd it opened at spawn (invariant 5); decide protocol
+//! legality itself; touch another creation's record or socket, or any log or events
+//! file (its own record is removed only when its creator never learnt of it); answer
+//! terminal queries on behalf of the program (an attached terminal does that); or
+//! exit before its child (SIGTERM/SIGHUP to the daemon are forwarded to the child as
+//! SIGHUP, and the daemon keeps serving until the child has exited).
+
+// Log lines go to stderr, which the client points at `<root>/<id>.log`.
+macro_rules! log {
+    ($($arg:tt)*) => {
+        $crate::logging::line(format_args!($($arg)*))
+    };
+}
+
+mod conn;
+mod create;
+mod fanout;
+mod logging;
+mod pty;
+mod screen;
+mod serve;
+mod session;
+mod status;
+
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+use latch_registry::{CreateSpec, ReadyMessage};
+
+/// Runs one session daemon to completion and returns the process exit code: 0 once
+/// the program has exited and been recorded, non-zero if creation failed (after
+/// reporting [`ReadyMessage::Failed`] on stdout).
+///
+/// Expects the client's setup: stdin `/dev/null`, stdout the readiness pipe, stderr
+/// the log file, already in a new session.
+pub fn run(root: PathBuf, spec: CreateSpec) -> i32 {
+    ignore_sigpipe();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            log!("cannot start the runtime: {e}");
+            report_failure("io", &format!("cannot start the daemon's runtime: {e}"));
+            return 1;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, daemon(root, spec))
+}
+
+async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
+    let signals = serve::Signals::install();
+    let created = match create::create(&root, &spec) {
+        Ok(c) => c,
+        Err(e) => {
+            log!("creation of {} failed ({}): {}", spec.id, e.kind, e.message);
+            report_failure(e.kind, &e.message);
+            return 1;
+        }
+    };
+    let ready = ReadyMessage::Ready {
+        incarnation: created.claim.incarnation(),
+        daemon_pid: std::process::id(),
+        child_pid: created.child_pid,
+        created_at_ms: created.created_at_ms,
+    };
+    let (session, listener) = session::Session::new(created, &spec);
+    let session = std::rc::Rc::new(session);
+    if let Err(e) = report(&ready) {
+        // The creator never learnt about this session: it must not linger as a
+        // creation nobody asked for.
+        log!("cannot report readiness ({e}); withdrawing the session");
+        session.abandon();
+        return 1;
+    }
+    if let Err(e) = stdout_to_devnull() {
+        log!("cannot point stdout at /dev/null: {e}");
+    }
+    log!(
+        "session {} ready: incarnation {}, program pid {}",
+        session.own.id,
+        session.own.incarnation,
+        session.child_pid
+    );
+    serve::serve(session, listener, signals).await
+}
+
+/// Writes one readiness line to fd 1 (the readiness pipe), unbuffered.
+fn report(msg: &ReadyMessage) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    logging::write_all_fd(std::io::stdout().as_fd(), &line)
+}
+
+fn report_failure(kind: &str, message: &str) {
+    let msg = ReadyMessage::Failed {
+        kind: kind.to_owned(),
+        message: message.to_owned(),
+    };
+    if let Err(e) = report(&msg) {
+        log!("cannot report the failure: {e}");
+    }
+}
+
+/// Replaces fd 1 with `/dev/null` so the readiness pipe is closed on our side and a
+/// stray write can never block on or reach the creator.
+fn stdout_to_devnull() -> std::io::Result<()> {
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    nix::unistd::dup2_stdout(&null)?;
+    Ok(())
+}
+
+/// A write to a vanished client must be an EPIPE error, never a signal that kills the
+/// daemon and orphans its child. (Rust binaries already ignore SIGPIPE; the daemon
+/// does not rely on its caller's runtime to have done so.) The child gets the
+/// default disposition back: `std::process::Command` resets SIGPIPE before exec.
+fn ignore_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: installs SIG_IGN, not a handler; no Rust code runs on the signal.
+    if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigIgn) } {
+        log!("cannot ignore SIGPIPE: {e}");
+    }
+}

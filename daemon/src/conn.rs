@@ -1,0 +1,308 @@
+//! One connection: accept checks, the reader that feeds `ServerConn`, and the writer
+//! that drains the connection's queue.
+//!
+//! ```text
+//! accept ── peer uid != ours ──────────────> close (logged), nothing read
+//!   │    ── MAX_CONNECTIONS reached ───────> MAGIC + ERROR too-many-connections, close
+//!   v
+//! reader: first frame within HANDSHAKE_TIMEOUT_MS, else close (strict: ERROR
+//!         handshake-timeout first); every frame -> ServerConn::handle -> Outs, in order
+//!         decode error: strict -> ERROR <code> + close; legacy/undecided -> close
+//! writer: queue -> encode -> socket; see `fanout` for the bound
+//! ```
+//!
+//! Peer input never panics the daemon: every failure ends this connection only.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use latch_wire::codec::{Framing, Inbound, Outbound, ServerCodec};
+use latch_wire::framing::MAGIC;
+use latch_wire::legacy::LegacyClientFrame;
+use latch_wire::limits::{HANDSHAKE_TIMEOUT_MS, MAX_CONNECTIONS};
+use latch_wire::server::{Effect, Env, Out, ServerConn};
+use latch_wire::{CodecError, ErrorCode, LegacyPolicy, ServerFrame};
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::time::{timeout, timeout_at, Instant};
+use tokio_util::codec::FramedRead;
+
+use crate::fanout::{Client, Phase, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH};
+use crate::session::Session;
+
+/// Accepts connections until the task is aborted.
+pub(crate) async fn accept_loop(session: Rc<Session>, listener: UnixListener) {
+    let euid = nix::unistd::geteuid().as_raw();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                log!("accept failed: {e}");
+                // Out of fds or similar: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // BRIEF.md invariant 9: the peer's uid, before a single byte is read.
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == euid => {}
+            Ok(cred) => {
+                log!(
+                    "refused a connection from uid {} (pid {:?}): not uid {euid}",
+                    cred.uid(),
+                    cred.pid()
+                );
+                continue;
+            }
+            Err(e) => {
+                log!("refused a connection: cannot read its credentials: {e}");
+                continue;
+            }
+        }
+        if session.connections() >= MAX_CONNECTIONS {
+            refuse_too_many(&stream);
+            continue;
+        }
+        let client = session.register();
+        tokio::task::spawn_local(serve(session.clone(), client, stream));
+    }
+}
+
+/// Writes `MAGIC` + ERROR too-many-connections without reading, best effort (a fresh
+/// socket's buffer always has room for it), then closes.
+fn refuse_too_many(stream: &UnixStream) {
+    log!("refused a connection: {MAX_CONNECTIONS} connections already");
+    let mut buf = BytesMut::new();
+    let frame = ServerFrame::error(
+        ErrorCode::TooManyConnections,
+        format!("the daemon already serves {MAX_CONNECTIONS} connections"),
+    );
+    if ServerCodec::default()
+        .encode_outbound(&Outbound::Strict(frame), &mut buf)
+        .is_ok()
+    {
+        debug_assert!(buf.starts_with(&MAGIC));
+        let _ = stream.try_write(&buf);
+    }
+}
+
+/// Serves one accepted connection to its end.
+async fn serve(session: Rc<Session>, client: Rc<Client>, stream: UnixStream) {
+    let (rd, wr) = stream.into_split();
+    tokio::join!(read_loop(&session, &client, rd), write_loop(&client, wr));
+    session.unregister(client.id);
+}
+
+/// What ended the wait for the next frame.
+enum Next {
+    Frame(Option<Result<Inbound, CodecError>>),
+    Stopped,
+    TimedOut,
+}
+
+async fn next_frame(
+    framed: &mut FramedRead<OwnedReadHalf, ServerCodec>,
+    client: &Client,
+    deadline: Option<Instant>,
+) -> Next {
+    let read = async {
+        match deadline {
+            Some(d) => match timeout_at(d, framed.next()).await {
+                Ok(f) => Next::Frame(f),
+                Err(_) => Next::TimedOut,
+            },
+            None => Next::Frame(framed.next().await),
+        }
+    };
+    tokio::select! {
+        next = read => next,
+        () = client.stop_reader.notified() => Next::Stopped,
+    }
+}
+
+async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf) {
+    let mut framed = FramedRead::new(rd, ServerCodec::default());
+    let mut conn = ServerConn::new(session.server_config());
+    let mut deadline = Some(Instant::now() + Duration::from_millis(HANDSHAKE_TIMEOUT_MS));
+    let mut warned_dropped = false;
+    loop {
+        if client.phase() != Phase::Open {
+            break;
+        }
+        let frame = match next_frame(&mut framed, client, deadline).await {
+            Next::Stopped => break,
+            Next::TimedOut => {
+                log!("connection {}: no complete first frame in time", client.id);
+                if framed.decoder().framing() == Framing::Strict {
+                    client.send(Outbound::Strict(ServerFrame::error(
+                        ErrorCode::HandshakeTimeout,
+                        format!("no complete frame within {HANDSHAKE_TIMEOUT_MS} ms"),
+                    )));
+                }
+                break;
+            }
+            // EOF: the peer is done sending; what is queued is still written.
+            Next::Frame(None) => break,
+            Next::Frame(Some(Err(CodecError::Frame(e)))) => {
+                if framed.decoder().framing() == Framing::Strict {
+                    log!("connection {}: {e}", client.id);
+                    client.send(Outbound::Strict(ServerFrame::error(
+                        e.error_code(),
+                        e.to_string(),
+                    )));
+                } else {
+                    log!("connection {} closed: {e}", client.id);
+                }
+                break;
+            }
+            Next::Frame(Some(Err(e))) => {
+                log!("connection {} closed: {e}", client.id);
+                break;
+            }
+            Next::Frame(Some(Ok(frame))) => frame,
+        };
+        if deadline.take().is_some() && framed.decoder().framing() == Framing::Legacy {
+            client.set_legacy();
+            match session.legacy_policy() {
+                LegacyPolicy::Off => {
+                    log!(
+                        "connection {} refused: legacy framing, policy off",
+                        client.id
+                    )
+                }
+                policy => log!(
+                    "connection {} speaks the legacy framing (policy {})",
+                    client.id,
+                    policy.as_str()
+                ),
+            }
+        }
+        if let Inbound::Legacy(LegacyClientFrame::Data(_) | LegacyClientFrame::Resize(_)) = &frame {
+            if session.legacy_policy() != LegacyPolicy::Full && !warned_dropped {
+                warned_dropped = true;
+                log!(
+                    "connection {}: legacy input/resize dropped under policy {}",
+                    client.id,
+                    session.legacy_policy().as_str()
+                );
+            }
+        }
+        let env = Env {
+            draining: session.draining(),
+        };
+        for out in conn.handle(frame, env) {
+            carry_out(session, client, &conn, out);
+        }
+        // Input backpressure: stop reading while the program is behind on input.
+        while !session.input_has_room() && client.phase() == Phase::Open {
+            let room = session.input_room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            if session.input_has_room() {
+                break;
+            }
+            tokio::select! {
+                () = room => {}
+                () = client.stop_reader.notified() => break,
+            }
+        }
+    }
+    session.detach(client.id);
+    client.close();
+}
+
+/// Carries out one of the state machine's outputs.
+fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out) {
+    match out {
+        Out::Send(frame) => {
+            client.send(frame);
+        }
+        Out::Status => {
+            let frame = if conn.is_legacy() {
+                session.legacy_status()
+            } else {
+                Outbound::Strict(ServerFrame::Status(session.status()))
+            };
+            client.send(frame);
+        }
+        Out::Effect(effect) => {
+            let result = match effect {
+                Effect::Attach {
+                    rows,
+                    cols,
+                    read_only,
+                } => {
+                    session.attach(client, rows, cols, read_only);
+                    Ok(())
+                }
+                Effect::Peek { plain, full } => {
+                    session.peek(client, plain, full);
+                    Ok(())
+                }
+                Effect::Input(bytes) => session.input(bytes),
+                Effect::Resize { rows, cols } => session.resize(
+                    client.id,
+                    conn.is_attached() && conn.is_writer(),
+                    rows,
+                    cols,
+                ),
+                Effect::Signal(sig) => session.signal(sig),
+                Effect::Detach => {
+                    session.detach(client.id);
+                    Ok(())
+                }
+            };
+            if let Err(refusal) = result {
+                // The legacy framing has no error packet.
+                if !conn.is_legacy() {
+                    client.send(Outbound::Strict(refusal));
+                }
+            }
+        }
+        Out::Close => client.close(),
+    }
+}
+
+async fn write_loop(client: &Client, mut wr: OwnedWriteHalf) {
+    let mut codec = ServerCodec::default();
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut deadline: Option<Instant> = None;
+    loop {
+        if buf.len() < WRITE_BATCH {
+            client.fill(&mut codec, &mut buf, WRITE_BATCH);
+        }
+        let phase = client.phase();
+        if phase != Phase::Open && deadline.is_none() {
+            let grace = if phase == Phase::Cut {
+                CUT_WRITE_TIMEOUT
+            } else {
+                CLOSE_FLUSH_TIMEOUT
+            };
+            deadline = Some(Instant::now() + grace);
+        }
+        if buf.is_empty() {
+            if phase != Phase::Open {
+                break;
+            }
+            client.wake_writer.notified().await;
+            continue;
+        }
+        let written = match deadline {
+            None => tokio::select! {
+                r = wr.write_all_buf(&mut buf) => r.is_ok(),
+                // Cut off while blocked: go round again with the deadline. Whatever
+                // of `buf` was written stays written; the rest is still in `buf`.
+                () = client.cut.notified() => true,
+            },
+            Some(d) => matches!(timeout_at(d, wr.write_all_buf(&mut buf)).await, Ok(Ok(()))),
+        };
+        if !written {
+            client.fail();
+            break;
+        }
+    }
+    let _ = timeout(Duration::from_millis(100), wr.shutdown()).await;
+}

@@ -1,0 +1,442 @@
+//! Creation under the session lock (SPEC.md §9.6), and giving the claim back.
+//!
+//! ```text
+//! lock(id) ── record exists or unreadable? ── exists
+//!    │        socket answers?               ── exists
+//!    ├─ mint incarnation
+//!    ├─ bind <id>.sock (umask 077, then chmod 0600), remember its (dev, ino)
+//!    ├─ open PTY, spawn program (setsid + TIOCSCTTY), pidfd_open(program)
+//!    ├─ write record (daemon and program identities, created_at)
+//!    └─ unlock
+//! ```
+//!
+//! A failure at any step undoes the earlier ones: the program is killed through a
+//! pidfd and reaped, and the socket is unlinked only if it is still the inode this
+//! daemon bound. The [`Claim`] kept afterwards is what lets the daemon, at exit,
+//! touch the record and the socket only while they are still its own.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+use latch_registry::spec::{ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
+use latch_registry::{
+    now_ms, CreateSpec, ExitRecord, PidFd, ProcIdentity, Record, Registry, RegistryError,
+    SessionLock, DEFAULT_LOCK_WAIT, RECORD_VERSION,
+};
+use latch_wire::{Incarnation, SessionId, SessionRef};
+use nix::sys::stat::{umask, Mode};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use crate::pty::{self, ChildProc, Program};
+
+/// Why creation failed: `kind` is the [`latch_registry::ReadyMessage::Failed`] kind
+/// (`exists`, `busy`, `invalid`, `spawn`, `io`).
+#[derive(Debug)]
+pub(crate) struct CreateError {
+    /// The failure kind.
+    pub kind: &'static str,
+    /// What went wrong, for a person.
+    pub message: String,
+}
+
+impl CreateError {
+    fn new(kind: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    fn io(context: &str, e: impl std::fmt::Display) -> Self {
+        Self::new("io", format!("{context}: {e}"))
+    }
+}
+
+fn registry_error(e: RegistryError) -> CreateError {
+    let kind = match &e {
+        RegistryError::Busy { .. } => "busy",
+        RegistryError::UnsafeRoot { .. }
+        | RegistryError::UnsafeKey { .. }
+        | RegistryError::NoRoot
+        | RegistryError::IdTooLongForSocket { .. } => "invalid",
+        RegistryError::Corrupt { .. } => "exists",
+        _ => "io",
+    };
+    CreateError::new(kind, e.to_string())
+}
+
+/// What a successful creation hands to the server.
+#[derive(Debug)]
+pub(crate) struct Created {
+    /// The registry entries this daemon owns.
+    pub claim: Claim,
+    /// The listening socket.
+    pub listener: tokio::net::UnixListener,
+    /// The PTY master, non-blocking.
+    pub master: AsyncFd<OwnedFd>,
+    /// The program, watched through its pidfd.
+    pub child: AsyncFd<ChildProc>,
+    /// The program's pid.
+    pub child_pid: u32,
+    /// Creation time, ms since the epoch (as recorded).
+    pub created_at_ms: u64,
+}
+
+/// The registry entries one creation owns: its record (while it names this
+/// incarnation) and its socket (while it is the inode this daemon bound).
+#[derive(Debug)]
+pub(crate) struct Claim {
+    registry: Registry,
+    own: SessionRef,
+    socket_path: PathBuf,
+    socket_ident: (u64, u64),
+}
+
+impl Claim {
+    /// The daemon's own creation.
+    pub fn own(&self) -> &SessionRef {
+        &self.own
+    }
+
+    /// The daemon's incarnation.
+    pub fn incarnation(&self) -> Incarnation {
+        self.own.incarnation
+    }
+
+    /// At the program's exit, under the session lock: records `exit` if the record
+    /// still names this incarnation, and unlinks the socket if it is still ours.
+    pub fn finish(&self, exit: ExitRecord) {
+        let Some(lock) = self.lock_patiently() else {
+            // Without the lock the record cannot be touched. The socket can: while our
+            // listener is open nobody can have replaced it through the registry
+            // (a creator unlinks only a socket that refuses connections), and the
+            // inode check catches a replacement by hand.
+            self.unlink_socket_if_ours();
+            return;
+        };
+        match self.registry.read_record(&self.own.id) {
+            Ok(Some(mut rec)) if rec.incarnation == self.own.incarnation => {
+                rec.exit = Some(exit);
+                match self.registry.write_record(&lock, &rec) {
+                    Ok(()) => log!("exit recorded"),
+                    Err(e) => log!("cannot record the exit: {e}"),
+                }
+            }
+            Ok(Some(rec)) => log!(
+                "record now belongs to incarnation {}; leaving it alone",
+                rec.incarnation
+            ),
+            Ok(None) => log!("record was removed; not recreating it"),
+            Err(e) => log!("cannot read the record ({e}); leaving it alone"),
+        }
+        self.unlink_socket_if_ours();
+        drop(lock);
+    }
+
+    /// Gives the creation back (the creator never learnt of it): removes the record
+    /// if it still names this incarnation and unlinks the socket if it is still ours.
+    pub fn withdraw(&self) {
+        let lock = self.lock_patiently();
+        if lock.is_some() {
+            match self.registry.read_record(&self.own.id) {
+                Ok(Some(rec)) if rec.incarnation == self.own.incarnation => {
+                    let path = self.registry.record_path(&self.own.id);
+                    if let Err(e) = fs::remove_file(&path) {
+                        log!("cannot remove {}: {e}", path.display());
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => log!("cannot read the record ({e}); leaving it alone"),
+            }
+        }
+        self.unlink_socket_if_ours();
+    }
+
+    fn lock_patiently(&self) -> Option<SessionLock> {
+        for attempt in 1..=3 {
+            match self.registry.lock(&self.own.id, DEFAULT_LOCK_WAIT) {
+                Ok(lock) => return Some(lock),
+                Err(e) => log!("cannot take the session lock (attempt {attempt}): {e}"),
+            }
+        }
+        None
+    }
+
+    /// Unlinks the socket path only if it is still the inode this daemon bound.
+    fn unlink_socket_if_ours(&self) {
+        unlink_if_ours(&self.socket_path, self.socket_ident);
+    }
+}
+
+fn unlink_if_ours(path: &Path, ident: (u64, u64)) {
+    match fs::symlink_metadata(path) {
+        Ok(m) if (m.dev(), m.ino()) == ident => {
+            if let Err(e) = fs::remove_file(path) {
+                log!("cannot unlink {}: {e}", path.display());
+            }
+        }
+        Ok(_) => log!(
+            "{} is no longer this daemon's socket; leaving it alone",
+            path.display()
+        ),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => log!("cannot stat {}: {e}", path.display()),
+    }
+}
+
+/// What to undo if a later step fails.
+#[derive(Debug, Default)]
+struct Undo {
+    socket: Option<(PathBuf, (u64, u64))>,
+    child: Option<Child>,
+    record: Option<(SessionId, Incarnation)>,
+}
+
+impl Undo {
+    fn run(mut self, registry: &Registry) {
+        if let Some(mut child) = self.child.take() {
+            // Unreaped, so the pid cannot have been recycled: the pidfd names it.
+            let killed = PidFd::open(child.id()).and_then(|fd| fd.send_signal(libc::SIGKILL));
+            if let Err(e) = killed {
+                log!("cannot kill the program through a pidfd ({e}); using its child handle");
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+        }
+        if let Some((id, inc)) = &self.record {
+            if let Ok(Some(rec)) = registry.read_record(id) {
+                if rec.incarnation == *inc {
+                    let _ = fs::remove_file(registry.record_path(id));
+                }
+            }
+        }
+        if let Some((path, ident)) = &self.socket {
+            unlink_if_ours(path, *ident);
+        }
+    }
+}
+
+/// Creates the session described by `spec` in the registry at `root`. Must run inside
+/// the daemon's runtime (the listener, PTY and pidfd are registered with it).
+pub(crate) fn create(root: &Path, spec: &CreateSpec) -> Result<Created, CreateError> {
+    if spec.command.is_empty() {
+        return Err(CreateError::new("invalid", "no program to run"));
+    }
+    if spec.rows == 0 || spec.cols == 0 {
+        return Err(CreateError::new(
+            "invalid",
+            format!(
+                "terminal size {}x{} is invalid: rows and columns must be at least 1",
+                spec.rows, spec.cols
+            ),
+        ));
+    }
+    let registry = Registry::open(root).map_err(registry_error)?;
+    registry
+        .check_socket_fits(&spec.id)
+        .map_err(registry_error)?;
+    let lock = registry
+        .lock(&spec.id, DEFAULT_LOCK_WAIT)
+        .map_err(registry_error)?;
+    let mut undo = Undo::default();
+    match create_locked(&registry, &lock, spec, &mut undo) {
+        Ok((parts, own, socket_path, socket_ident)) => {
+            drop(lock);
+            Ok(Created {
+                claim: Claim {
+                    registry,
+                    own,
+                    socket_path,
+                    socket_ident,
+                },
+                listener: parts.listener,
+                master: parts.master,
+                child: parts.child,
+                child_pid: parts.child_pid,
+                created_at_ms: parts.created_at_ms,
+            })
+        }
+        Err(e) => {
+            undo.run(&registry);
+            drop(lock);
+            Err(e)
+        }
+    }
+}
+
+struct Parts {
+    listener: tokio::net::UnixListener,
+    master: AsyncFd<OwnedFd>,
+    child: AsyncFd<ChildProc>,
+    child_pid: u32,
+    created_at_ms: u64,
+}
+
+fn create_locked(
+    registry: &Registry,
+    lock: &SessionLock,
+    spec: &CreateSpec,
+    undo: &mut Undo,
+) -> Result<(Parts, SessionRef, PathBuf, (u64, u64)), CreateError> {
+    let id = &spec.id;
+    match registry.read_record(id) {
+        Ok(None) => {}
+        Ok(Some(rec)) => {
+            return Err(CreateError::new(
+                "exists",
+                format!(
+                    "session {id} already exists (incarnation {}); remove it first with `latch rm {id}`",
+                    rec.incarnation
+                ),
+            ))
+        }
+        Err(RegistryError::Corrupt { path, reason }) => {
+            return Err(CreateError::new(
+                "exists",
+                format!(
+                    "session {id} already has a record that cannot be read ({}: {reason}); \
+                     remove it first with `latch rm {id}`",
+                    path.display()
+                ),
+            ))
+        }
+        Err(e) => return Err(registry_error(e)),
+    }
+    registry.remove_stale_socket(lock).map_err(registry_error)?;
+    let socket_path = registry.socket_path(id);
+    if fs::symlink_metadata(&socket_path).is_ok() {
+        return Err(CreateError::new(
+            "exists",
+            format!(
+                "a daemon is still listening on {}; remove the session first with `latch rm {id}`",
+                socket_path.display()
+            ),
+        ));
+    }
+    let incarnation = registry.mint(id).map_err(registry_error)?;
+    let own = SessionRef::new(id.clone(), incarnation);
+
+    let (listener, socket_ident) = bind_private(&socket_path)?;
+    undo.socket = Some((socket_path.clone(), socket_ident));
+
+    let pair = pty::open(spec.rows, spec.cols)
+        .map_err(|e| CreateError::io("cannot open a terminal", e))?;
+    let mut env: Vec<(OsString, OsString)> = spec
+        .env
+        .iter()
+        .filter(|(k, _)| ![ENV_SESSION_ID, ENV_INCARNATION, ENV_ROOT].contains(&k.as_str()))
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    env.push((ENV_SESSION_ID.into(), id.as_str().into()));
+    env.push((ENV_INCARNATION.into(), incarnation.to_string().into()));
+    env.push((ENV_ROOT.into(), registry.root().as_os_str().to_owned()));
+    let program = Program {
+        command: &spec.command,
+        env,
+        cwd: &spec.cwd,
+    };
+    let child = pty::spawn(&program, pair.slave).map_err(|e| CreateError::new("spawn", e.0))?;
+    let child_pid = child.id();
+    undo.child = Some(child);
+    // The program is our unreaped child, so its pid still names it: no race.
+    let pidfd = PidFd::open(child_pid)
+        .map_err(|e| CreateError::io("cannot open a pidfd for the program", e))?;
+
+    let created_at_ms = now_ms();
+    let record = Record {
+        version: RECORD_VERSION,
+        id: id.clone(),
+        incarnation,
+        display_name: spec.display_name.clone(),
+        command: spec.command.clone(),
+        cwd: spec.cwd.clone(),
+        created_at_ms,
+        daemon: ProcIdentity::of(std::process::id())
+            .map_err(|e| CreateError::io("cannot read the daemon's identity", e))?,
+        child: ProcIdentity::of(child_pid)
+            .map_err(|e| CreateError::io("cannot read the program's identity", e))?,
+        tags: spec.tags.clone(),
+        legacy_policy: spec.legacy_policy,
+        exit: None,
+        extra: serde_json::Map::new(),
+    };
+
+    // Register with the runtime before the record makes the session visible.
+    pty::set_nonblocking(pair.master.as_fd())
+        .map_err(|e| CreateError::io("cannot configure the terminal", e))?;
+    // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open and names the same
+    // file description for the AsyncFd's whole life.
+    let master = unsafe { AsyncFd::register(pair.master) }
+        .map_err(|e| CreateError::io("cannot watch the terminal", e))?;
+    // SAFETY: ChildProc owns the pidfd and always returns that same fd; the AsyncFd
+    // owns the ChildProc.
+    let child = unsafe { AsyncFd::register_with_interest(ChildProc { pidfd }, Interest::READABLE) }
+        .map_err(|e| CreateError::io("cannot watch the program", e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| CreateError::io("cannot configure the socket", e))?;
+    let listener = tokio::net::UnixListener::from_std(listener)
+        .map_err(|e| CreateError::io("cannot watch the socket", e))?;
+
+    undo.record = Some((id.clone(), incarnation));
+    registry
+        .write_record(lock, &record)
+        .map_err(registry_error)?;
+    // Success: nothing to undo. The std handle is dropped without waiting; the
+    // program is reaped by the exit watcher through waitpid.
+    undo.child = None;
+    undo.socket = None;
+    undo.record = None;
+    Ok((
+        Parts {
+            listener,
+            master,
+            child,
+            child_pid,
+            created_at_ms,
+        },
+        own,
+        socket_path,
+        socket_ident,
+    ))
+}
+
+/// Binds `path` with mode 0600 from the start (umask 077 around `bind`, so there is
+/// no window where the socket is reachable by others), and returns its (dev, ino).
+fn bind_private(path: &Path) -> Result<(StdUnixListener, (u64, u64)), CreateError> {
+    // The process is single-threaded here, so the umask change affects nobody else;
+    // it is restored at once because the program inherits the daemon's umask.
+    let old = umask(Mode::from_bits_truncate(0o077));
+    let bound = StdUnixListener::bind(path);
+    umask(old);
+    let listener = bound.map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            CreateError::new(
+                "exists",
+                format!("{} appeared while creating; try again", path.display()),
+            )
+        } else {
+            CreateError::io(&format!("cannot bind {}", path.display()), e)
+        }
+    })?;
+    let fixed = fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+        .and_then(|()| fs::symlink_metadata(path));
+    match fixed {
+        Ok(meta) => Ok((listener, (meta.dev(), meta.ino()))),
+        Err(e) => {
+            // We bound it a moment ago under the lock: it is ours to remove.
+            let _ = fs::remove_file(path);
+            Err(CreateError::io(
+                &format!("cannot secure {}", path.display()),
+                e,
+            ))
+        }
+    }
+}

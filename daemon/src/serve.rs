@@ -1,0 +1,234 @@
+//! The daemon's life after readiness: the PTY pumps, the connection acceptor, and
+//! the program's exit.
+//!
+//! ```text
+//! accept loop ──> one task per connection (conn)
+//! PTY -> emulator + fan-out          (pump_output)
+//! input queue -> PTY                 (pump_input)
+//! pidfd readable ─> waitpid ─> drain PTY ─> record exit + unlink socket (if ours,
+//!                   under the lock) ─> EXIT to attached clients ─> close every
+//!                   connection, flush for at most FLUSH_AT_EXIT ─> return 0
+//! ```
+//!
+//! **SIGTERM and SIGHUP to the daemon** are not a way to lose the program: the daemon
+//! starts draining (no new binds or effects; STATUS still answers), forwards SIGHUP to
+//! the program through its pidfd, as a terminal hang-up would, and keeps serving
+//! attached clients until the program has exited; then it records the exit as usual.
+//! A program that ignores SIGHUP keeps the session alive: stop it by its proven
+//! identity (the record's `child`), or SIGKILL the daemon, which leaves a record that
+//! `ls` reports truthfully and `gc` can clean up.
+
+use std::os::fd::AsFd;
+use std::rc::Rc;
+use std::time::Duration;
+
+use latch_wire::ExitStatus;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use tokio::net::UnixListener;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::time::{timeout_at, Instant};
+
+use crate::conn;
+use crate::pty;
+use crate::session::{Session, READ_BUF};
+
+/// How long connections may take to flush after the program's exit.
+const FLUSH_AT_EXIT: Duration = Duration::from_secs(2);
+
+/// The daemon's own shutdown signals, installed before creation so that a SIGTERM
+/// arriving at any point after spawn is handled, never fatal.
+pub(crate) struct Signals {
+    term: Option<Signal>,
+    hup: Option<Signal>,
+}
+
+impl Signals {
+    /// Installs the SIGTERM and SIGHUP handlers (must run inside the runtime).
+    pub fn install() -> Self {
+        Self {
+            term: install(SignalKind::terminate(), "SIGTERM"),
+            hup: install(SignalKind::hangup(), "SIGHUP"),
+        }
+    }
+}
+
+/// Serves the session until the program exits; returns the daemon's exit code.
+pub(crate) async fn serve(session: Rc<Session>, listener: UnixListener, signals: Signals) -> i32 {
+    let accept = tokio::task::spawn_local(conn::accept_loop(session.clone(), listener));
+    let reader = tokio::task::spawn_local(pump_output(session.clone()));
+    let writer = tokio::task::spawn_local(pump_input(session.clone()));
+
+    let status = watch_child(&session, signals).await;
+    log!(
+        "program exited: code {:?}, signal {:?}",
+        status.code,
+        status.signal
+    );
+    reader.abort();
+    writer.abort();
+    // Every byte the program wrote reaches clients before EXIT.
+    session.drain_pty();
+    // The listener is still open here, so the socket cannot have been replaced
+    // through the registry while it is unlinked.
+    session.program_exited(status);
+    accept.abort();
+    session.close_all();
+    let deadline = Instant::now() + FLUSH_AT_EXIT;
+    while session.connections() > 0 {
+        if timeout_at(deadline, session.connection_gone.notified())
+            .await
+            .is_err()
+        {
+            log!(
+                "{} connection(s) still flushing at exit; closing them",
+                session.connections()
+            );
+            break;
+        }
+    }
+    0
+}
+
+/// Waits for the program to exit and reaps it. SIGTERM/SIGHUP to the daemon are
+/// forwarded to the program as SIGHUP (module docs).
+async fn watch_child(session: &Session, signals: Signals) -> ExitStatus {
+    let Signals { mut term, mut hup } = signals;
+    loop {
+        tokio::select! {
+            ready = session.child.readable() => match ready {
+                Ok(mut guard) => {
+                    if let Some(status) = reap(session.child_pid, WaitPidFlag::WNOHANG) {
+                        return status;
+                    }
+                    guard.clear_ready();
+                }
+                Err(e) => {
+                    log!("cannot watch the program's pidfd ({e}); waiting for it");
+                    loop {
+                        if let Some(status) = reap(session.child_pid, WaitPidFlag::empty()) {
+                            return status;
+                        }
+                    }
+                }
+            },
+            Some(()) = recv(&mut term) => forward_hangup(session, "SIGTERM"),
+            Some(()) = recv(&mut hup) => forward_hangup(session, "SIGHUP"),
+        }
+    }
+}
+
+fn install(kind: SignalKind, name: &str) -> Option<Signal> {
+    match signal(kind) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log!("cannot handle {name}: {e}");
+            None
+        }
+    }
+}
+
+async fn recv(sig: &mut Option<Signal>) -> Option<()> {
+    match sig {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn forward_hangup(session: &Session, what: &str) {
+    session.set_draining();
+    match session.child.get_ref().pidfd.send_signal(libc::SIGHUP) {
+        Ok(()) => log!("{what} received: draining, SIGHUP sent to the program"),
+        Err(e) => log!("{what} received: draining; cannot signal the program: {e}"),
+    }
+}
+
+/// `waitpid` on the program: its status once it has exited.
+fn reap(pid: u32, flags: WaitPidFlag) -> Option<ExitStatus> {
+    let pid = Pid::from_raw(i32::try_from(pid).ok()?);
+    match waitpid(pid, Some(flags)) {
+        Ok(WaitStatus::Exited(_, code)) => Some(ExitStatus {
+            code: Some(code),
+            signal: None,
+        }),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Some(ExitStatus {
+            code: None,
+            signal: Some(sig as i32),
+        }),
+        Ok(_) | Err(nix::errno::Errno::EINTR) => None,
+        Err(e) => {
+            log!("cannot reap the program: {e}");
+            Some(ExitStatus {
+                code: None,
+                signal: None,
+            })
+        }
+    }
+}
+
+/// PTY output -> emulator and attached clients, until the slave side is closed or
+/// the program has exited (then `Session::drain_pty` takes the rest).
+async fn pump_output(session: Rc<Session>) {
+    let mut buf = vec![0u8; READ_BUF];
+    loop {
+        let mut guard = match session.master.readable().await {
+            Ok(g) => g,
+            Err(e) => {
+                log!("cannot watch the terminal: {e}");
+                return;
+            }
+        };
+        if session.exited().is_some() {
+            return;
+        }
+        match guard.try_io(|fd| pty::read(fd.get_ref().as_fd(), &mut buf)) {
+            Ok(Ok(0)) => return,
+            Ok(Ok(n)) => {
+                session.output(buf.get(..n).unwrap_or_default());
+                // Let the connection writers drain before reading more: without this
+                // the pump could run for a whole coop budget (128 reads, 8 MiB) before
+                // any writer ran, and a client that keeps up would look stalled.
+                tokio::task::yield_now().await;
+            }
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(Err(e)) => {
+                // EIO: every slave fd is closed (the program and its children are
+                // done with the terminal).
+                if e.raw_os_error() != Some(libc::EIO) {
+                    log!("terminal read failed: {e}");
+                }
+                return;
+            }
+            Err(_would_block) => {}
+        }
+    }
+}
+
+/// Queued input -> PTY, in order, without blocking the thread.
+async fn pump_input(session: Rc<Session>) {
+    loop {
+        if !session.input_pending() {
+            session.input_ready.notified().await;
+            continue;
+        }
+        let mut guard = match session.master.writable().await {
+            Ok(g) => g,
+            Err(e) => {
+                log!("cannot watch the terminal for writing: {e}");
+                session.discard_input();
+                return;
+            }
+        };
+        let wrote = guard.try_io(|fd| session.write_input(|b| pty::write(fd.get_ref().as_fd(), b)));
+        match wrote {
+            Ok(Ok(_)) | Err(_) => {}
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(Err(e)) => {
+                if e.raw_os_error() != Some(libc::EIO) {
+                    log!("terminal write failed: {e}; queued input dropped");
+                }
+                session.discard_input();
+            }
+        }
+    }
+}

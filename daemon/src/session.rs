@@ -1,0 +1,504 @@
+//! The session's shared state and the effects the connection state machine emits.
+//!
+//! Everything runs on one thread (a current-thread runtime with a `LocalSet`), and no
+//! method here awaits. So each method is atomic with respect to PTY output: ATTACH
+//! cuts its SCREEN and joins the fan-out in one step (the consistent cut), and output
+//! is fed to the emulator and to every attached client in one step.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU16;
+use std::os::fd::{AsFd, OwnedFd};
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::{Buf, Bytes};
+use latch_registry::{CreateSpec, ExitRecord};
+use latch_wire::codec::Outbound;
+use latch_wire::legacy::LegacyServerFrame;
+use latch_wire::limits::{
+    CLIENT_QUEUE_BYTES, MAX_CLIENT_FRAME, MAX_OUTPUT_CHUNK, MAX_SERVER_FRAME,
+};
+use latch_wire::server::ServerConfig;
+use latch_wire::{
+    ErrorCode, ExitStatus, LegacyPolicy, Limits, ServerFrame, SessionRef, StatusReply, SUPPORTED,
+};
+use tokio::io::unix::AsyncFd;
+use tokio::net::UnixListener;
+use tokio::sync::Notify;
+
+use crate::create::{Claim, Created};
+use crate::fanout::{pty_size, Client};
+use crate::pty::{self, ChildProc};
+use crate::screen;
+use crate::status;
+
+/// Input bytes queued for the PTY beyond which connections stop reading from their
+/// sockets until the program has consumed some (backpressure on input).
+pub(crate) const INPUT_QUEUE_BYTES: usize = 1024 * 1024;
+/// Most output drained from the PTY after the program exits (a background process
+/// that keeps writing cannot hold the exit up forever).
+const EXIT_DRAIN_MAX: usize = 4 * 1024 * 1024;
+/// Bytes per PTY read.
+pub(crate) const READ_BUF: usize = 64 * 1024;
+
+/// One attached connection.
+#[derive(Debug)]
+struct Attached {
+    client: Rc<Client>,
+    /// Read-write (its size counts) or read-only.
+    writer: bool,
+    /// Its terminal size, if it announced one.
+    size: Option<(u16, u16)>,
+}
+
+/// Input waiting for the PTY, in arrival order.
+#[derive(Debug, Default)]
+struct InputQueue {
+    chunks: VecDeque<Bytes>,
+    pending: usize,
+}
+
+/// The session: identity (immutable), terminal, clients, program state.
+pub(crate) struct Session {
+    /// The daemon's own creation.
+    pub own: SessionRef,
+    display_name: Option<String>,
+    created_at_ms: u64,
+    started: Instant,
+    daemon_pid: u32,
+    /// The program's pid.
+    pub child_pid: u32,
+    legacy_policy: LegacyPolicy,
+    claim: Claim,
+    /// The PTY master.
+    pub master: AsyncFd<OwnedFd>,
+    /// The program, through its pidfd.
+    pub child: AsyncFd<ChildProc>,
+    term: RefCell<vt100::Parser>,
+    size: Cell<(u16, u16)>,
+    attached: RefCell<Vec<Attached>>,
+    clients: RefCell<HashMap<u64, Rc<Client>>>,
+    next_client: Cell<u64>,
+    input: RefCell<InputQueue>,
+    /// Wakes the PTY writer: input was queued.
+    pub input_ready: Notify,
+    /// Wakes connections waiting for room in the input queue.
+    pub input_room: Notify,
+    /// Wakes the exit path: a connection ended.
+    pub connection_gone: Notify,
+    exit: Cell<Option<ExitStatus>>,
+    draining: Cell<bool>,
+}
+
+impl Session {
+    /// The session for a fresh creation, and the listening socket to serve it on.
+    pub fn new(created: Created, spec: &CreateSpec) -> (Self, UnixListener) {
+        let rows = NonZeroU16::new(spec.rows).unwrap_or(NonZeroU16::MIN);
+        let cols = NonZeroU16::new(spec.cols).unwrap_or(NonZeroU16::MIN);
+        let session = Self {
+            own: created.claim.own().clone(),
+            display_name: spec.display_name.clone(),
+            created_at_ms: created.created_at_ms,
+            started: Instant::now(),
+            daemon_pid: std::process::id(),
+            child_pid: created.child_pid,
+            legacy_policy: spec.legacy_policy,
+            claim: created.claim,
+            master: created.master,
+            child: created.child,
+            term: RefCell::new(vt100::Parser::new(rows, cols, spec.scrollback)),
+            size: Cell::new((rows.get(), cols.get())),
+            attached: RefCell::new(Vec::new()),
+            clients: RefCell::new(HashMap::new()),
+            next_client: Cell::new(1),
+            input: RefCell::new(InputQueue::default()),
+            input_ready: Notify::new(),
+            input_room: Notify::new(),
+            connection_gone: Notify::new(),
+            exit: Cell::new(None),
+            draining: Cell::new(false),
+        };
+        (session, created.listener)
+    }
+
+    /// The state machine's fixed facts for a new connection.
+    pub fn server_config(&self) -> ServerConfig {
+        let u32_of = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        ServerConfig {
+            own: self.own.clone(),
+            versions: SUPPORTED,
+            limits: Limits {
+                max_client_frame: u32_of(MAX_CLIENT_FRAME),
+                max_server_frame: u32_of(MAX_SERVER_FRAME),
+                client_queue_bytes: u32_of(CLIENT_QUEUE_BYTES),
+            },
+            server_name: concat!("latch-daemon ", env!("CARGO_PKG_VERSION")).to_owned(),
+            legacy_policy: self.legacy_policy,
+        }
+    }
+
+    /// The legacy policy in force.
+    pub fn legacy_policy(&self) -> LegacyPolicy {
+        self.legacy_policy
+    }
+
+    /// How the program ended, once it has.
+    pub fn exited(&self) -> Option<ExitStatus> {
+        self.exit.get()
+    }
+
+    /// Whether the daemon was asked to shut down (no new binds or effects).
+    pub fn draining(&self) -> bool {
+        self.draining.get()
+    }
+
+    /// Starts draining (SIGTERM/SIGHUP to the daemon).
+    pub fn set_draining(&self) {
+        self.draining.set(true);
+    }
+
+    // ----- connections -----
+
+    /// Registers a new connection.
+    pub fn register(&self) -> Rc<Client> {
+        let id = self.next_client.get();
+        self.next_client.set(id.wrapping_add(1));
+        let client = Rc::new(Client::new(id));
+        self.clients.borrow_mut().insert(id, client.clone());
+        client
+    }
+
+    /// Forgets a finished connection.
+    pub fn unregister(&self, id: u64) {
+        self.detach(id);
+        self.clients.borrow_mut().remove(&id);
+        self.connection_gone.notify_one();
+    }
+
+    /// Connections being served.
+    pub fn connections(&self) -> usize {
+        self.clients.borrow().len()
+    }
+
+    /// Closes every connection politely (at exit: queues are flushed first).
+    pub fn close_all(&self) {
+        let clients: Vec<Rc<Client>> = self.clients.borrow().values().cloned().collect();
+        for c in clients {
+            c.close();
+        }
+    }
+
+    // ----- output -----
+
+    /// Feeds program output to the emulator and to every attached client, in
+    /// chunks of at most `MAX_OUTPUT_CHUNK` sharing one buffer.
+    pub fn output(&self, data: &[u8]) {
+        self.term.borrow_mut().process(data);
+        let mut cut = Vec::new();
+        {
+            let attached = self.attached.borrow();
+            if attached.is_empty() {
+                return;
+            }
+            let bytes = Bytes::copy_from_slice(data);
+            for a in attached.iter() {
+                let mut rest = bytes.clone();
+                while !rest.is_empty() {
+                    let chunk = rest.split_to(rest.len().min(MAX_OUTPUT_CHUNK));
+                    if !a.client.send(a.client.output_frame(chunk)) {
+                        cut.push(a.client.id);
+                        break;
+                    }
+                }
+            }
+        }
+        for id in cut {
+            self.detach(id);
+        }
+    }
+
+    /// Reads whatever the PTY still holds, without waiting (at the program's exit, so
+    /// that every byte reaches clients before EXIT).
+    pub fn drain_pty(&self) {
+        let mut buf = vec![0u8; READ_BUF];
+        let mut total = 0usize;
+        while total < EXIT_DRAIN_MAX {
+            match pty::read(self.master.get_ref().as_fd(), &mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    total += n;
+                    self.output(buf.get(..n).unwrap_or_default());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // WouldBlock: nothing left; EIO: the slave side is closed.
+                Err(_) => break,
+            }
+        }
+    }
+
+    // ----- effects -----
+
+    /// ATTACH: GEOMETRY, then one SCREEN cut, then (by joining the fan-out in the same
+    /// step) every OUTPUT and EXIT after the cut. If the program has already exited,
+    /// EXIT follows the SCREEN at once.
+    pub fn attach(&self, client: &Rc<Client>, rows: u16, cols: u16, read_only: bool) {
+        let writer = !read_only;
+        let size = (rows > 0 && cols > 0).then_some((rows, cols));
+        if writer && self.exit.get().is_none() {
+            // Resize first, so the snapshot is cut at the size the client will see.
+            let members = self
+                .attached
+                .borrow()
+                .iter()
+                .map(|a| (a.writer, a.size))
+                .chain([(writer, size)])
+                .collect::<Vec<_>>();
+            if let Some((r, c)) = pty_size(members) {
+                self.apply_size(r, c);
+            }
+        }
+        let (r, c) = self.size.get();
+        let snapshot = screen::attach_snapshot(self.term.borrow().screen());
+        let ok =
+            client.send(client.geometry_frame(r, c)) && client.send(client.screen_frame(snapshot));
+        if !ok {
+            return;
+        }
+        if let Some(status) = self.exit.get() {
+            client.send(client.exit_frame(status));
+            return;
+        }
+        self.attached.borrow_mut().push(Attached {
+            client: client.clone(),
+            writer,
+            size,
+        });
+    }
+
+    /// PEEK: one SCREEN (legacy connections too: SPEC.md §7 sends GEOMETRY on
+    /// attach only).
+    pub fn peek(&self, client: &Client, plain: bool, full: bool) {
+        let snapshot = screen::peek_snapshot(self.term.borrow().screen(), plain, full);
+        client.send(client.screen_frame(snapshot));
+    }
+
+    /// INPUT: queue bytes for the PTY, in arrival order across all connections.
+    pub fn input(&self, bytes: Bytes) -> Result<(), ServerFrame> {
+        self.refuse_if_exited()?;
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let mut q = self.input.borrow_mut();
+        q.pending = q.pending.saturating_add(bytes.len());
+        q.chunks.push_back(bytes);
+        drop(q);
+        self.input_ready.notify_one();
+        Ok(())
+    }
+
+    /// Whether the input queue has room (connections wait on `input_room` if not).
+    pub fn input_has_room(&self) -> bool {
+        self.input.borrow().pending <= INPUT_QUEUE_BYTES
+    }
+
+    /// The PTY writer's view: writes the oldest queued input with `write`; returns
+    /// whether anything is left.
+    pub fn write_input(
+        &self,
+        write: impl FnOnce(&[u8]) -> std::io::Result<usize>,
+    ) -> std::io::Result<bool> {
+        let mut q = self.input.borrow_mut();
+        let Some(front) = q.chunks.front_mut() else {
+            return Ok(false);
+        };
+        let n = write(front).map(|n| n.min(front.len()))?;
+        front.advance(n);
+        if front.is_empty() {
+            q.chunks.pop_front();
+        }
+        q.pending = q.pending.saturating_sub(n);
+        let more = !q.chunks.is_empty();
+        let room = q.pending <= INPUT_QUEUE_BYTES;
+        drop(q);
+        if room {
+            self.input_room.notify_waiters();
+        }
+        Ok(more)
+    }
+
+    /// Drops queued input (the program's side is gone).
+    pub fn discard_input(&self) {
+        let mut q = self.input.borrow_mut();
+        q.chunks.clear();
+        q.pending = 0;
+        drop(q);
+        self.input_room.notify_waiters();
+    }
+
+    /// Whether input is queued.
+    pub fn input_pending(&self) -> bool {
+        !self.input.borrow().chunks.is_empty()
+    }
+
+    /// RESIZE: for an attached read-write connection, its size, then the PTY size is
+    /// recomputed over all attached read-write clients; for any other bound
+    /// connection, the PTY size directly.
+    pub fn resize(
+        &self,
+        client_id: u64,
+        attached_writer: bool,
+        rows: u16,
+        cols: u16,
+    ) -> Result<(), ServerFrame> {
+        self.refuse_if_exited()?;
+        if !attached_writer {
+            self.apply_size(rows, cols);
+            return Ok(());
+        }
+        let mut attached = self.attached.borrow_mut();
+        if let Some(a) = attached.iter_mut().find(|a| a.client.id == client_id) {
+            a.size = Some((rows, cols));
+        }
+        let new = pty_size(attached.iter().map(|a| (a.writer, a.size)));
+        drop(attached);
+        if let Some((r, c)) = new {
+            self.apply_size(r, c);
+        }
+        Ok(())
+    }
+
+    /// SIGNAL: through the pidfd opened at spawn, never by pid.
+    pub fn signal(&self, sig: i32) -> Result<(), ServerFrame> {
+        self.refuse_if_exited()?;
+        self.child.get_ref().pidfd.send_signal(sig).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ESRCH) {
+                ServerFrame::error(ErrorCode::Exited, "the program has exited")
+            } else {
+                ServerFrame::error(ErrorCode::Internal, format!("cannot signal: {e}"))
+            }
+        })
+    }
+
+    /// DETACH (or a connection ending): leaves the fan-out; the PTY size is
+    /// recomputed if it was a read-write client.
+    pub fn detach(&self, client_id: u64) {
+        let mut attached = self.attached.borrow_mut();
+        let Some(pos) = attached.iter().position(|a| a.client.id == client_id) else {
+            return;
+        };
+        let gone = attached.remove(pos);
+        let new = pty_size(attached.iter().map(|a| (a.writer, a.size)));
+        drop(attached);
+        if gone.writer && self.exit.get().is_none() {
+            if let Some((r, c)) = new {
+                self.apply_size(r, c);
+            }
+        }
+    }
+
+    fn refuse_if_exited(&self) -> Result<(), ServerFrame> {
+        match self.exit.get() {
+            Some(_) => Err(ServerFrame::error(
+                ErrorCode::Exited,
+                "the program has exited",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Sets the PTY and emulator size and tells every attached client.
+    fn apply_size(&self, rows: u16, cols: u16) {
+        if self.size.get() == (rows, cols) {
+            return;
+        }
+        let (Some(r), Some(c)) = (NonZeroU16::new(rows), NonZeroU16::new(cols)) else {
+            return;
+        };
+        if let Err(e) = pty::set_size(self.master.get_ref().as_fd(), rows, cols) {
+            log!("cannot resize the terminal to {rows}x{cols}: {e}");
+            return;
+        }
+        self.term.borrow_mut().set_size(r, c);
+        self.size.set((rows, cols));
+        self.broadcast(|c| c.geometry_frame(rows, cols));
+    }
+
+    fn broadcast(&self, frame: impl Fn(&Client) -> Outbound) {
+        let mut cut = Vec::new();
+        for a in self.attached.borrow().iter() {
+            if !a.client.send(frame(&a.client)) {
+                cut.push(a.client.id);
+            }
+        }
+        for id in cut {
+            self.detach(id);
+        }
+    }
+
+    // ----- exit -----
+
+    /// The program has exited: refuse further input, record the exit (if the record
+    /// is still ours) and unlink the socket (if still ours), then send EXIT to every
+    /// attached client.
+    pub fn program_exited(&self, status: ExitStatus) {
+        self.exit.set(Some(status));
+        self.discard_input();
+        self.claim.finish(ExitRecord {
+            code: status.code,
+            signal: status.signal,
+            exited_at_ms: latch_registry::now_ms(),
+        });
+        self.broadcast(|c| c.exit_frame(status));
+        self.attached.borrow_mut().clear();
+    }
+
+    /// The creator never learnt of this session: kill the program through its pidfd,
+    /// reap it, and give the registry entries back.
+    pub fn abandon(&self) {
+        if let Err(e) = self.child.get_ref().pidfd.send_signal(libc::SIGKILL) {
+            log!("cannot kill the program: {e}");
+        }
+        if let Ok(pid) = i32::try_from(self.child_pid) {
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+        }
+        self.claim.withdraw();
+    }
+
+    // ----- status -----
+
+    /// STATUS from memory (BRIEF.md invariant 2).
+    pub fn status(&self) -> StatusReply {
+        let (rows, cols) = self.size.get();
+        let (cursor_row, cursor_col) = self.term.borrow().screen().cursor_position();
+        let attached = self.attached.borrow();
+        let writers = attached.iter().filter(|a| a.writer).count();
+        let readers = attached.len() - writers;
+        StatusReply {
+            id: self.own.id.clone(),
+            incarnation: self.own.incarnation,
+            daemon_pid: self.daemon_pid,
+            child_pid: self.child_pid,
+            rows,
+            cols,
+            cursor_row,
+            cursor_col,
+            writers: u32::try_from(writers).unwrap_or(u32::MAX),
+            readers: u32::try_from(readers).unwrap_or(u32::MAX),
+            created_at_ms: self.created_at_ms,
+            exit: self.exit.get(),
+            draining: self.draining.get(),
+            legacy_policy: self.legacy_policy,
+        }
+    }
+
+    /// The legacy STATUS packet (shape in `status`).
+    pub fn legacy_status(&self) -> Outbound {
+        let name = self
+            .display_name
+            .clone()
+            .unwrap_or_else(|| self.own.id.to_string());
+        let json = status::legacy_json(&self.status(), &name, self.started.elapsed().as_secs());
+        Outbound::Legacy(LegacyServerFrame::Status(Bytes::from(json.to_string())))
+    }
+}

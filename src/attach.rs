@@ -67,7 +67,12 @@ pub fn interactive(
     // Block the signals we handle before any thread starts, so that only the
     // signal thread receives them (sigwait).
     let mut handled = SigSet::empty();
-    for s in [Signal::SIGWINCH, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGINT] {
+    for s in [
+        Signal::SIGWINCH,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGINT,
+    ] {
         handled.add(s);
     }
     handled

@@ -5,7 +5,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use latch_client::{exit, AttachEvent, MetaPatch, Client, ClientError, Entry, KillOutcome, NewSession, SessionStatus, Target};
+use latch_client::{
+    exit, AttachEvent, Client, ClientError, Entry, KillOutcome, MetaPatch, NewSession,
+    SessionStatus, Target,
+};
 use latch_registry::root::resolve_root;
 use latch_wire::{Incarnation, LegacyPolicy, SessionId};
 use serde_json::json;
@@ -19,7 +22,8 @@ fn usage(msg: impl Into<String>) -> ClientError {
 
 fn open(root: Option<&PathBuf>) -> Result<Client, ClientError> {
     let root = resolve_root(root.map(PathBuf::as_path))?;
-    let exe = std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
+    let exe =
+        std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
     Client::open(&root, exe)
 }
 
@@ -110,7 +114,14 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         } => {
             let client = open(root)?;
             let target = resolve(&client, &reference, &expect)?;
-            peek(&client, &target, !ansi, full, wait.as_deref(), secs(timeout)?)
+            peek(
+                &client,
+                &target,
+                !ansi,
+                full,
+                wait.as_deref(),
+                secs(timeout)?,
+            )
         }
         Command::Send {
             reference,
@@ -127,8 +138,27 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                     None => bytes.extend_from_slice(arg.as_bytes()),
                 }
             }
-            client.connect(&target.session)?.send(&bytes)?;
-            Ok(exit::OK)
+            match client.connect(&target.session)?.send(&bytes) {
+                Ok(()) => Ok(exit::OK),
+                // The daemon closed before confirming: if the session ended (the input
+                // was `exit`, say), that is the expected outcome; otherwise an error.
+                Err(ClientError::Unreachable(m)) => {
+                    match client.read_checked(&target.session.id)? {
+                        Some(r)
+                            if r.incarnation.ct_eq(&target.session.incarnation)
+                                && r.exit.is_some() =>
+                        {
+                            eprintln!(
+                                "latch: session {} ended while the input was being confirmed",
+                                target.session.id
+                            );
+                            Ok(exit::OK)
+                        }
+                        _ => Err(ClientError::Unreachable(m)),
+                    }
+                }
+                Err(e) => Err(e),
+            }
         }
         Command::Resize {
             reference,
@@ -213,9 +243,18 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             patched(&client, &target, &patch, json)
         }
         Command::Meta {
-            op: MetaOp::Patch { id, expect, receipt },
+            op:
+                MetaOp::Patch {
+                    id,
+                    expect,
+                    receipt,
+                },
         } => {
-            let id = SessionId::new(id.as_str()).map_err(|e| usage(format!("--id {id:?}: {e} (meta patch takes exact ids only)")))?;
+            let id = SessionId::new(id.as_str()).map_err(|e| {
+                usage(format!(
+                    "--id {id:?}: {e} (meta patch takes exact ids only)"
+                ))
+            })?;
             let mut text = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
                 .map_err(|e| usage(format!("reading the patch from stdin: {e}")))?;
@@ -247,7 +286,15 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             timeout,
         } => {
             let client = open(root)?;
-            events::run(&client, reference.as_deref(), all, follow, json, wait.as_deref(), secs(timeout)?)
+            events::run(
+                &client,
+                reference.as_deref(),
+                all,
+                follow,
+                json,
+                wait.as_deref(),
+                secs(timeout)?,
+            )
         }
         Command::Receipt {
             op: ReceiptOp::Verify { file, json },
@@ -282,7 +329,11 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             opts.grace = secs(grace)?;
             let reports = client.gc(&opts)?;
             if json {
-                println!("{}", serde_json::to_value(&reports).map_err(|e| ClientError::Other(e.to_string()))?);
+                println!(
+                    "{}",
+                    serde_json::to_value(&reports)
+                        .map_err(|e| ClientError::Other(e.to_string()))?
+                );
             } else {
                 for r in &reports {
                     println!(
@@ -300,7 +351,9 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             let env: BTreeMap<String, String> = std::env::vars().collect();
             Client::exec_update(&env, &command)?;
             use std::os::unix::process::CommandExt;
-            let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
+            let err = std::process::Command::new(&command[0])
+                .args(&command[1..])
+                .exec();
             Err(ClientError::Other(format!("exec {}: {err}", command[0])))
         }
         Command::Restart {
@@ -351,7 +404,12 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
     }
 }
 
-fn patched(client: &Client, target: &Target, patch: &MetaPatch, json: bool) -> Result<i32, ClientError> {
+fn patched(
+    client: &Client,
+    target: &Target,
+    patch: &MetaPatch,
+    json: bool,
+) -> Result<i32, ClientError> {
     // The resolved incarnation is always the precondition: a replacement that slips
     // in after resolution is refused under the lock (exit 4).
     let done = client.patch(&target.session.id, Some(&target.session.incarnation), patch)?;
@@ -406,8 +464,12 @@ fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
         .as_deref()
         .map(|s| SessionId::new(s).map_err(|e| usage(format!("--id {s:?}: {e}"))))
         .transpose()?;
-    let legacy_policy = LegacyPolicy::parse(&args.legacy)
-        .ok_or_else(|| usage(format!("--legacy {:?}: expected off, observe or full", args.legacy)))?;
+    let legacy_policy = LegacyPolicy::parse(&args.legacy).ok_or_else(|| {
+        usage(format!(
+            "--legacy {:?}: expected off, observe or full",
+            args.legacy
+        ))
+    })?;
     let (rows, cols) = terminal_size();
     let mut new = NewSession::default();
     new.id = id;
@@ -415,7 +477,9 @@ fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
     new.command = args.command;
     new.cwd = args.cwd;
     new.env = parse_kv(&args.env, "--env")?;
-    new.tags = parse_kv(&args.tags, "--tag")?.into_iter().collect::<BTreeMap<_, _>>();
+    new.tags = parse_kv(&args.tags, "--tag")?
+        .into_iter()
+        .collect::<BTreeMap<_, _>>();
     new.rows = rows;
     new.cols = cols;
     new.legacy_policy = legacy_policy;
@@ -444,6 +508,20 @@ fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
     attach::interactive(&client, &session, false, Some(0x1c))
 }
 
+/// Prints a screen, ending it with a newline if it lacks one.
+fn print_screen(screen: &[u8]) -> Result<(), ClientError> {
+    let mut out = std::io::stdout().lock();
+    let r = out.write_all(screen).and_then(|()| {
+        if screen.last().is_some_and(|&b| b != b'\n') {
+            out.write_all(b"\n")
+        } else {
+            Ok(())
+        }
+    });
+    r.and_then(|()| out.flush())
+        .map_err(|e| ClientError::Other(e.to_string()))
+}
+
 fn peek(
     client: &Client,
     target: &Target,
@@ -454,10 +532,7 @@ fn peek(
 ) -> Result<i32, ClientError> {
     let mut bound = client.connect(&target.session)?;
     let Some(text) = wait else {
-        let screen = bound.peek(plain, full)?;
-        std::io::stdout()
-            .write_all(&screen)
-            .map_err(|e| ClientError::Other(e.to_string()))?;
+        print_screen(&bound.peek(plain, full)?)?;
         return Ok(exit::OK);
     };
     // Event-driven wait: a read-only attachment wakes us on every output; each
@@ -468,10 +543,12 @@ fn peek(
     loop {
         let screen = bound.peek(true, full)?;
         if String::from_utf8_lossy(&screen).contains(text) {
-            let out = if plain { screen } else { bound.peek(false, full)? };
-            std::io::stdout()
-                .write_all(&out)
-                .map_err(|e| ClientError::Other(e.to_string()))?;
+            let out = if plain {
+                screen
+            } else {
+                bound.peek(false, full)?
+            };
+            print_screen(&out)?;
             return Ok(exit::OK);
         }
         let left = deadline.saturating_duration_since(Instant::now());
@@ -489,17 +566,26 @@ fn peek(
                     "session ended before {text:?} appeared"
                 )))
             }
-            Ok(AttachEvent::Error { code, detail }) => return Err(ClientError::Daemon { code, detail }),
+            Ok(AttachEvent::Error { code, detail }) => {
+                return Err(ClientError::Daemon { code, detail })
+            }
             Err(ClientError::Unreachable(m)) if m.contains("in time") => {}
             Err(e) => return Err(e),
         }
     }
 }
 
-fn ls(root: Option<&PathBuf>, json: bool, tags: &[String], status: Option<&str>) -> Result<i32, ClientError> {
+fn ls(
+    root: Option<&PathBuf>,
+    json: bool,
+    tags: &[String],
+    status: Option<&str>,
+) -> Result<i32, ClientError> {
     if let Some(s) = status {
         if !["running", "exited", "vanished", "unknown", "degraded"].contains(&s) {
-            return Err(usage(format!("--status {s:?}: expected running, exited, vanished, unknown or degraded")));
+            return Err(usage(format!(
+                "--status {s:?}: expected running, exited, vanished, unknown or degraded"
+            )));
         }
     }
     let want_tags = parse_kv(tags, "--tag")?;
@@ -510,9 +596,7 @@ fn ls(root: Option<&PathBuf>, json: bool, tags: &[String], status: Option<&str>)
         .filter(|e| match e {
             Entry::Session { record, status: st } => {
                 status.is_none_or(|s| s == st.name())
-                    && want_tags
-                        .iter()
-                        .all(|(k, v)| record.tags.get(k) == Some(v))
+                    && want_tags.iter().all(|(k, v)| record.tags.get(k) == Some(v))
             }
             // A degraded record cannot prove it lacks a tag: it is shown unless the
             // caller asked for another status.
@@ -530,7 +614,12 @@ fn ls(root: Option<&PathBuf>, json: bool, tags: &[String], status: Option<&str>)
     Ok(exit::OK)
 }
 
-fn status(root: Option<&PathBuf>, reference: &str, json: bool, expect: &Expect) -> Result<i32, ClientError> {
+fn status(
+    root: Option<&PathBuf>,
+    reference: &str,
+    json: bool,
+    expect: &Expect,
+) -> Result<i32, ClientError> {
     let client = open(root)?;
     let target = resolve(&client, reference, expect)?;
     let derived = latch_client::derive_status(&target.record);
@@ -538,7 +627,15 @@ fn status(root: Option<&PathBuf>, reference: &str, json: bool, expect: &Expect) 
         if json {
             println!("{}", output::record_json(&target.record, &derived));
         } else {
-            println!("{}@{}: {}", target.session.id, target.session.incarnation, output::entry_line(&Entry::Session { record: Box::new(target.record.clone()), status: derived.clone() }));
+            println!(
+                "{}@{}: {}",
+                target.session.id,
+                target.session.incarnation,
+                output::entry_line(&Entry::Session {
+                    record: Box::new(target.record.clone()),
+                    status: derived.clone()
+                })
+            );
         }
         return Ok(exit::OK);
     }
@@ -565,12 +662,25 @@ fn status(root: Option<&PathBuf>, reference: &str, json: bool, expect: &Expect) 
     } else {
         println!("id:          {}", s.id);
         println!("incarnation: {}", s.incarnation);
-        println!("name:        {}", target.record.display_name.as_deref().unwrap_or("-"));
-        println!("status:      {}", if s.exit.is_some() { "exited" } else { "running" });
+        println!(
+            "name:        {}",
+            target.record.display_name.as_deref().unwrap_or("-")
+        );
+        println!(
+            "status:      {}",
+            if s.exit.is_some() {
+                "exited"
+            } else {
+                "running"
+            }
+        );
         println!("command:     {}", target.record.command.join(" "));
         println!("size:        {}x{}", s.rows, s.cols);
         println!("clients:     {} writers, {} readers", s.writers, s.readers);
-        println!("pids:        daemon {}, program {}", s.daemon_pid, s.child_pid);
+        println!(
+            "pids:        daemon {}, program {}",
+            s.daemon_pid, s.child_pid
+        );
         println!("legacy:      {}", s.legacy_policy.as_str());
     }
     Ok(exit::OK)

@@ -34,24 +34,42 @@ fn ids_with_events(client: &Client) -> Result<Vec<SessionId>, ClientError> {
     Ok(ids)
 }
 
-fn streams(client: &Client, reference: Option<&str>, all: bool) -> Result<Vec<Stream>, ClientError> {
+fn streams(
+    client: &Client,
+    reference: Option<&str>,
+    all: bool,
+) -> Result<Vec<Stream>, ClientError> {
     if all {
         return Ok(ids_with_events(client)?
             .into_iter()
-            .map(|id| Stream { id, only: None, last: None })
+            .map(|id| Stream {
+                id,
+                only: None,
+                last: None,
+            })
             .collect());
     }
     let Some(r) = reference else {
         return Err(ClientError::Usage("give a session REF or --all".into()));
     };
     if r.contains('@') {
-        let s: SessionRef = r.parse().map_err(|e| ClientError::Usage(format!("{r:?}: {e}")))?;
-        return Ok(vec![Stream { id: s.id, only: Some(s.incarnation), last: None }]);
+        let s: SessionRef = r
+            .parse()
+            .map_err(|e| ClientError::Usage(format!("{r:?}: {e}")))?;
+        return Ok(vec![Stream {
+            id: s.id,
+            only: Some(s.incarnation),
+            last: None,
+        }]);
     }
     if let Ok(id) = SessionId::new(r) {
         // An exact id: its whole history, across incarnations, even once removed.
         if client.registry().events_path(&id).exists() || client.read_checked(&id)?.is_some() {
-            return Ok(vec![Stream { id, only: None, last: None }]);
+            return Ok(vec![Stream {
+                id,
+                only: None,
+                last: None,
+            }]);
         }
     }
     let t = client.resolve(r, None)?;
@@ -96,15 +114,17 @@ fn fresh(client: &Client, s: &mut Stream) -> Result<Vec<Value>, ClientError> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(ClientError::Unreachable(format!("read {}: {e}", path.display()))),
+        Err(e) => {
+            return Err(ClientError::Unreachable(format!(
+                "read {}: {e}",
+                path.display()
+            )))
+        }
     };
     let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
     let start = match &s.last {
         None => 0,
-        Some(last) => lines
-            .iter()
-            .rposition(|l| l == last)
-            .map_or(0, |p| p + 1),
+        Some(last) => lines.iter().rposition(|l| l == last).map_or(0, |p| p + 1),
     };
     let mut out = Vec::new();
     for l in &lines[start..] {
@@ -158,7 +178,11 @@ pub fn run(
         if all {
             for id in ids_with_events(client)? {
                 if !streams.iter().any(|s| s.id == id) {
-                    streams.push(Stream { id, only: None, last: None });
+                    streams.push(Stream {
+                        id,
+                        only: None,
+                        last: None,
+                    });
                 }
             }
         }

@@ -13,7 +13,8 @@ pub fn report_error(e: &ClientError, json: bool) -> i32 {
             "error": { "kind": e.kind(), "message": e.to_string(), "exitCode": code }
         });
         if let ClientError::Ambiguous { ids, .. } = e {
-            obj["error"]["candidates"] = json!(ids.iter().map(ToString::to_string).collect::<Vec<_>>());
+            obj["error"]["candidates"] =
+                json!(ids.iter().map(ToString::to_string).collect::<Vec<_>>());
         }
         println!("{obj}");
     }
@@ -62,7 +63,9 @@ pub fn entry_line(entry: &Entry) -> String {
         Entry::Session { record, status } => {
             let st = match status {
                 SessionStatus::Exited { code: Some(c), .. } => format!("exited({c})"),
-                SessionStatus::Exited { signal: Some(s), .. } => format!("killed({s})"),
+                SessionStatus::Exited {
+                    signal: Some(s), ..
+                } => format!("killed({s})"),
                 other => other.name().to_owned(),
             };
             format!(

@@ -1,6 +1,9 @@
 //! End to end: the core loop with the real binary, real PTYs, real daemons
 //! (issue 3; BRIEF.md invariants 1, 2, 3, 5, 9).
 
+// Pids read back from JSON records always fit; the casts are checked by the kernel.
+#![allow(clippy::cast_possible_truncation)]
+
 mod support;
 
 use std::time::Duration;
@@ -14,7 +17,10 @@ fn client(reg: &Reg) -> Client {
 }
 
 fn sref(id: &str, inc: &str) -> SessionRef {
-    SessionRef::new(SessionId::new(id).unwrap(), Incarnation::parse(inc).unwrap())
+    SessionRef::new(
+        SessionId::new(id).unwrap(),
+        Incarnation::parse(inc).unwrap(),
+    )
 }
 
 /// Reads attach events until `pred` holds for the accumulated output.
@@ -30,7 +36,10 @@ fn read_until(reader: &mut latch_client::AttachReader, pred: impl Fn(&str) -> bo
                 }
             }
             AttachEvent::Geometry { .. } => {}
-            other => panic!("unexpected {other:?}; output so far {:?}", String::from_utf8_lossy(&seen)),
+            other => panic!(
+                "unexpected {other:?}; output so far {:?}",
+                String::from_utf8_lossy(&seen)
+            ),
         }
     }
 }
@@ -38,7 +47,14 @@ fn read_until(reader: &mut latch_client::AttachReader, pred: impl Fn(&str) -> bo
 #[test]
 fn new_peek_send_and_exit_status() {
     let reg = Reg::new();
-    let inc = reg.new_session("s1", &["sh", "-c", "echo hello-from-s1; read x; echo got:$x; exit 3"]);
+    let inc = reg.new_session(
+        "s1",
+        &[
+            "sh",
+            "-c",
+            "echo hello-from-s1; read x; echo got:$x; exit 3",
+        ],
+    );
     assert!(Incarnation::parse(&inc).is_ok());
     let screen = reg.wait_for("s1", "hello-from-s1");
     assert!(screen.contains("hello-from-s1"));
@@ -104,9 +120,13 @@ fn read_only_client_cannot_write_or_resize() {
     let s = sref("ro", &inc);
     let mut ro = c.connect(&s).unwrap().attach(30, 100, true).unwrap();
     ro.writer
-        .send_frame(&latch_wire::ClientFrame::Input(bytes::Bytes::from_static(b"nope\r")))
+        .send_frame(&latch_wire::ClientFrame::Input(bytes::Bytes::from_static(
+            b"nope\r",
+        )))
         .unwrap();
-    ro.reader.set_timeout(Some(Duration::from_secs(10))).unwrap();
+    ro.reader
+        .set_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     match ro.reader.next_event().unwrap() {
         AttachEvent::Error { code, .. } => assert_eq!(code, ErrorCode::ForbiddenByPolicy),
         other => panic!("expected a refusal, got {other:?}"),
@@ -119,9 +139,16 @@ fn read_only_client_cannot_write_or_resize() {
     // Nothing reached the program or the size.
     let mut b = c.connect(&s).unwrap();
     let st = b.status().unwrap();
-    assert_eq!((st.rows, st.cols), (24, 80), "read-only client changed the size");
+    assert_eq!(
+        (st.rows, st.cols),
+        (24, 80),
+        "read-only client changed the size"
+    );
     let screen = String::from_utf8_lossy(&b.peek(true, false).unwrap()).into_owned();
-    assert!(!screen.contains("nope"), "read-only input reached the program: {screen:?}");
+    assert!(
+        !screen.contains("nope"),
+        "read-only input reached the program: {screen:?}"
+    );
 }
 
 #[test]
@@ -161,9 +188,12 @@ fn replacement_race_never_reaches_the_successor() {
 
     // A's held connection: its daemon is gone, so it can only fail; it can never
     // report B's identity.
-    match held.status() {
-        Ok(s) => assert_eq!(s.incarnation.to_string(), inc_a, "A's connection reported B"),
-        Err(_) => {}
+    if let Ok(s) = held.status() {
+        assert_eq!(
+            s.incarnation.to_string(),
+            inc_a,
+            "A's connection reported B"
+        );
     }
 
     // A new connection expecting A is refused by B's daemon before any effect.
@@ -179,11 +209,21 @@ fn replacement_race_never_reaches_the_successor() {
         let mut out = bytes::BytesMut::new();
         let frames = [
             latch_wire::client::ClientHandshake::default().hello(),
-            latch_wire::ClientFrame::Bind { id: a.id.clone(), incarnation: a.incarnation },
-            latch_wire::ClientFrame::Attach { rows: 5, cols: 5, read_only: false },
+            latch_wire::ClientFrame::Bind {
+                id: a.id.clone(),
+                incarnation: a.incarnation,
+            },
+            latch_wire::ClientFrame::Attach {
+                rows: 5,
+                cols: 5,
+                read_only: false,
+            },
             latch_wire::ClientFrame::Input(bytes::Bytes::from_static(b"INJECTED\r")),
             latch_wire::ClientFrame::Resize { rows: 7, cols: 7 },
-            latch_wire::ClientFrame::Peek { plain: true, full: false },
+            latch_wire::ClientFrame::Peek {
+                plain: true,
+                full: false,
+            },
         ];
         for f in &frames {
             codec.encode_client(f, &mut out).unwrap();
@@ -194,7 +234,11 @@ fn replacement_race_never_reaches_the_successor() {
     let mut check = c.connect(&b).unwrap();
     let after = check.status().unwrap();
     assert_eq!(after.incarnation.to_string(), inc_b);
-    assert_eq!((after.rows, after.cols), (before.rows, before.cols), "B was resized");
+    assert_eq!(
+        (after.rows, after.cols),
+        (before.rows, before.cols),
+        "B was resized"
+    );
     let screen_after = check.peek(false, true).unwrap();
     assert_eq!(screen_before, screen_after, "B's screen changed");
     assert!(!String::from_utf8_lossy(&screen_after).contains("INJECTED"));
@@ -212,7 +256,8 @@ fn effects_before_hello_or_bind_are_refused_and_change_nothing() {
 
     let roundtrip = |frames: &[ClientFrame]| -> Vec<ServerFrame> {
         let mut sock = std::os::unix::net::UnixStream::connect(reg.path("gate.sock")).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         let mut codec = ClientCodec::default();
         let mut out = bytes::BytesMut::new();
         for f in frames {
@@ -232,14 +277,30 @@ fn effects_before_hello_or_bind_are_refused_and_change_nothing() {
     let hello = latch_wire::client::ClientHandshake::default().hello();
     // Before HELLO: not-negotiated, closed.
     let got = roundtrip(&[ClientFrame::Input(bytes::Bytes::from_static(b"X1\r"))]);
-    assert!(matches!(&got[..], [ServerFrame::Error { code: ErrorCode::NotNegotiated, .. }]), "{got:?}");
+    assert!(
+        matches!(
+            &got[..],
+            [ServerFrame::Error {
+                code: ErrorCode::NotNegotiated,
+                ..
+            }]
+        ),
+        "{got:?}"
+    );
     // After HELLO, before BIND: every effect refused with not-bound.
     let got = roundtrip(&[
         hello.clone(),
         ClientFrame::Input(bytes::Bytes::from_static(b"X2\r")),
         ClientFrame::Resize { rows: 9, cols: 9 },
-        ClientFrame::Peek { plain: true, full: false },
-        ClientFrame::Attach { rows: 9, cols: 9, read_only: false },
+        ClientFrame::Peek {
+            plain: true,
+            full: false,
+        },
+        ClientFrame::Attach {
+            rows: 9,
+            cols: 9,
+            read_only: false,
+        },
         ClientFrame::Signal { signal: 9 },
         ClientFrame::Status,
     ]);
@@ -251,26 +312,70 @@ fn effects_before_hello_or_bind_are_refused_and_change_nothing() {
         })
         .collect();
     assert_eq!(codes, vec![ErrorCode::NotBound; 5], "{got:?}");
-    assert!(matches!(got.last(), Some(ServerFrame::Status(st)) if st.incarnation.to_string() == inc));
+    assert!(
+        matches!(got.last(), Some(ServerFrame::Status(st)) if st.incarnation.to_string() == inc)
+    );
     // Wrong, truncated-then-refused, foreign incarnations.
     let wrong = Incarnation::from_parts([9; 16], [9; 16]);
-    let got = roundtrip(&[hello.clone(), ClientFrame::Bind { id: s.id.clone(), incarnation: wrong }]);
-    assert!(matches!(&got[1..], [ServerFrame::Error { code: ErrorCode::IncarnationMismatch, .. }]), "{got:?}");
     let got = roundtrip(&[
         hello.clone(),
-        ClientFrame::Bind { id: SessionId::new("other").unwrap(), incarnation: s.incarnation },
+        ClientFrame::Bind {
+            id: s.id.clone(),
+            incarnation: wrong,
+        },
     ]);
-    assert!(matches!(&got[1..], [ServerFrame::Error { code: ErrorCode::IdMismatch, .. }]), "{got:?}");
+    assert!(
+        matches!(
+            &got[1..],
+            [ServerFrame::Error {
+                code: ErrorCode::IncarnationMismatch,
+                ..
+            }]
+        ),
+        "{got:?}"
+    );
+    let got = roundtrip(&[
+        hello.clone(),
+        ClientFrame::Bind {
+            id: SessionId::new("other").unwrap(),
+            incarnation: s.incarnation,
+        },
+    ]);
+    assert!(
+        matches!(
+            &got[1..],
+            [ServerFrame::Error {
+                code: ErrorCode::IdMismatch,
+                ..
+            }]
+        ),
+        "{got:?}"
+    );
     // A second BIND is refused.
-    let bind = ClientFrame::Bind { id: s.id.clone(), incarnation: s.incarnation };
+    let bind = ClientFrame::Bind {
+        id: s.id.clone(),
+        incarnation: s.incarnation,
+    };
     let got = roundtrip(&[hello, bind.clone(), bind]);
-    assert!(matches!(&got[2..], [ServerFrame::Error { code: ErrorCode::AlreadyBound, .. }]), "{got:?}");
+    assert!(
+        matches!(
+            &got[2..],
+            [ServerFrame::Error {
+                code: ErrorCode::AlreadyBound,
+                ..
+            }]
+        ),
+        "{got:?}"
+    );
     // Nothing reached the program, and the size is unchanged.
     let mut b = c.connect(&s).unwrap();
     let st = b.status().unwrap();
     assert_eq!((st.rows, st.cols), (24, 80));
     let screen = String::from_utf8_lossy(&b.peek(true, true).unwrap()).into_owned();
-    assert!(!screen.contains("X1") && !screen.contains("X2"), "{screen:?}");
+    assert!(
+        !screen.contains("X1") && !screen.contains("X2"),
+        "{screen:?}"
+    );
     assert!(alive(st.child_pid), "the program was signalled");
 }
 
@@ -291,7 +396,9 @@ fn expect_mismatch_fails_with_exit_4_and_acts_on_nothing() {
     }
     let pinned = format!("ex@{other}");
     assert_eq!(reg.run(&["kill", &pinned]).code, 4);
-    let st = reg.run(&["status", "ex", "--json", "--expect", &inc]).json();
+    let st = reg
+        .run(&["status", "ex", "--json", "--expect", &inc])
+        .json();
     assert_eq!(st["status"], "running");
     assert_eq!(st["daemon"]["rows"], 24);
     assert!(alive(st["childPid"].as_u64().unwrap() as u32));
@@ -332,7 +439,10 @@ fn unsafe_roots_and_keys_are_refused() {
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
     let r = reg.run(&["ls"]);
     assert_eq!(r.code, 9, "{r:?}");
-    assert!(r.stderr.contains("registry.key") && r.stderr.contains("0644"), "{r:?}");
+    assert!(
+        r.stderr.contains("registry.key") && r.stderr.contains("0644"),
+        "{r:?}"
+    );
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
 
     nix::unistd::chown(&reg.root, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
@@ -368,7 +478,10 @@ fn other_uid_is_refused() {
                 s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
                 let mut out = bytes::BytesMut::new();
                 latch_wire::ClientCodec::default()
-                    .encode_client(&latch_wire::client::ClientHandshake::default().hello(), &mut out)
+                    .encode_client(
+                        &latch_wire::client::ClientHandshake::default().hello(),
+                        &mut out,
+                    )
                     .ok()?;
                 let _ = s.write_all(&out);
                 let mut buf = [0u8; 64];
@@ -395,4 +508,34 @@ fn other_uid_is_refused() {
     // The owner is still served.
     let mut b = client(&reg).connect(&sref("uid", &inc)).unwrap();
     assert_eq!(b.status().unwrap().incarnation.to_string(), inc);
+}
+
+/// BRIEF.md invariant 2: STATUS is authored by the daemon from memory. A's daemon
+/// keeps running while its id is reused by B (its record and socket path taken away
+/// behind its back); a connection held to A keeps reporting A, never B.
+#[test]
+fn status_stays_daemon_authored_after_the_id_is_reused() {
+    let reg = Reg::new();
+    let c = client(&reg);
+    let inc_a = reg.new_session("dup", &["cat"]);
+    let a = sref("dup", &inc_a);
+    let mut held = c.connect(&a).unwrap();
+    let created_a = held.status().unwrap().created_at_ms;
+    let rec_a = std::fs::read(reg.path("dup.json")).unwrap();
+    // Take A's registry entry away while A runs, then create B under the same id.
+    std::fs::rename(reg.path("dup.sock"), reg.path("dup-a.sock")).unwrap();
+    std::fs::remove_file(reg.path("dup.json")).unwrap();
+    let inc_b = reg.new_session("dup", &["cat"]);
+    assert_ne!(inc_a, inc_b);
+    let s = held.status().unwrap();
+    assert_eq!(
+        s.incarnation.to_string(),
+        inc_a,
+        "A's daemon reported B's identity"
+    );
+    assert_eq!(s.created_at_ms, created_a);
+    // Restore A's record under another name so cleanup can prove and stop it.
+    let mut v: serde_json::Value = serde_json::from_slice(&rec_a).unwrap();
+    v["id"] = "dup-a".into();
+    std::fs::write(reg.path("dup-a.json"), serde_json::to_vec(&v).unwrap()).unwrap();
 }

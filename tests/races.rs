@@ -2,6 +2,9 @@
 //! aimed at creation A race "remove A, create B under the same id"; none may ever
 //! touch B. Real daemons, real processes, random timing.
 
+// Pids read back from JSON records always fit; the casts are checked by the kernel.
+#![allow(clippy::cast_possible_truncation)]
+
 mod support;
 
 use std::sync::Arc;
@@ -35,7 +38,10 @@ fn new_cat(client: &Client, id: &SessionId) -> SessionRef {
 
 #[test]
 fn operations_aimed_at_a_never_touch_its_replacement() {
-    let rounds: usize = std::env::var("LATCH_RACE_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let rounds: usize = std::env::var("LATCH_RACE_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
     let reg = Reg::new();
     let client = Arc::new(Client::open(&reg.root, support::latch_bin().into()).unwrap());
     let id = SessionId::new("race").unwrap();
@@ -57,7 +63,9 @@ fn operations_aimed_at_a_never_touch_its_replacement() {
             let d = delays[0];
             std::thread::spawn(move || {
                 std::thread::sleep(d);
-                client.kill(&a, libc::SIGKILL, Some(Duration::from_secs(5))).expect("kill A");
+                client
+                    .kill(&a, libc::SIGKILL, Some(Duration::from_secs(5)))
+                    .expect("kill A");
                 client.remove(&a, false).expect("rm A");
                 new_cat(&client, &a.id)
             })
@@ -70,8 +78,10 @@ fn operations_aimed_at_a_never_touch_its_replacement() {
                 std::thread::sleep(d);
                 match k {
                     0 => {
-                        let mut p = MetaPatch::default();
-                        p.display_name = Some(Some("patched-for-A".into()));
+                        let p = MetaPatch {
+                            display_name: Some(Some("patched-for-A".into())),
+                            ..MetaPatch::default()
+                        };
                         client.patch(&a.id, Some(&a.incarnation), &p).map(|_| ())
                     }
                     1 => {
@@ -83,7 +93,8 @@ fn operations_aimed_at_a_never_touch_its_replacement() {
                 }
             }));
         }
-        let outcomes: Vec<Result<(), ClientError>> = ops.into_iter().map(|t| t.join().unwrap()).collect();
+        let outcomes: Vec<Result<(), ClientError>> =
+            ops.into_iter().map(|t| t.join().unwrap()).collect();
         let b = replacer.join().unwrap();
         for o in &outcomes {
             match o {
@@ -99,17 +110,32 @@ fn operations_aimed_at_a_never_touch_its_replacement() {
         }
         // B is untouched: its record, its process, its files.
         assert_ne!(a.incarnation, b.incarnation);
-        let rec = client.registry().read_record(&id).unwrap().expect("B's record");
+        let rec = client
+            .registry()
+            .read_record(&id)
+            .unwrap()
+            .expect("B's record");
         assert_eq!(rec.incarnation, b.incarnation, "round {round}");
         assert_eq!(rec.display_name, None, "round {round}: A's patch reached B");
-        assert!(rec.tags.is_empty(), "round {round}: A's tag reached B: {:?}", rec.tags);
+        assert!(
+            rec.tags.is_empty(),
+            "round {round}: A's tag reached B: {:?}",
+            rec.tags
+        );
         assert!(rec.exit.is_none(), "round {round}: B exited");
-        assert!(alive(rec.child.pid), "round {round}: A's kill reached B's program");
+        assert!(
+            alive(rec.child.pid),
+            "round {round}: A's kill reached B's program"
+        );
         let mut conn = client.connect(&b).expect("B answers");
         assert_eq!(conn.status().unwrap().incarnation, b.incarnation);
         drop(conn);
-        client.kill(&b, libc::SIGKILL, Some(Duration::from_secs(5))).unwrap();
+        client
+            .kill(&b, libc::SIGKILL, Some(Duration::from_secs(5)))
+            .unwrap();
         client.remove(&b, false).unwrap();
     }
-    println!("races: {rounds} rounds, {hit_a} operations reached A, {refused} refused, 0 reached B");
+    println!(
+        "races: {rounds} rounds, {hit_a} operations reached A, {refused} refused, 0 reached B"
+    );
 }

@@ -1,6 +1,9 @@
 //! End to end: identity-safe registry operations (issue 4; BRIEF.md invariants 4, 6,
 //! 7 and 8).
 
+// Pids read back from JSON records always fit; the casts are checked by the kernel.
+#![allow(clippy::cast_possible_truncation)]
+
 mod support;
 
 use std::collections::BTreeSet;
@@ -24,23 +27,38 @@ fn meta_patch_merges_preserves_unknown_fields_and_skips_no_ops() {
     );
     let out = r.json();
     assert_eq!(r.code, 0, "{r:?}");
-    let changed: BTreeSet<&str> = out["changed"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let changed: BTreeSet<&str> = out["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     assert_eq!(changed, BTreeSet::from(["displayName", "tags.a", "tags.b"]));
     assert_eq!(out["metadata"]["name"], "build box");
     assert_eq!(reg.record("m")["futureField"], serde_json::json!([1, 2, 3]));
 
     // Delete one tag with null.
-    let out = reg.run_stdin(&["meta", "patch", "--id", "m"], r#"{"tags": {"a": null}}"#).json();
+    let out = reg
+        .run_stdin(&["meta", "patch", "--id", "m"], r#"{"tags": {"a": null}}"#)
+        .json();
     assert_eq!(out["changed"], serde_json::json!(["tags.a"]));
     assert_eq!(reg.record("m")["tags"], serde_json::json!({"b": "2"}));
 
     // A no-op writes nothing and emits no event.
     let before = std::fs::read(&path).unwrap();
     let events_before = reg.run(&["events", "m", "--json"]).stdout.lines().count();
-    let out = reg.run_stdin(&["meta", "patch", "--id", "m"], r#"{"tags": {"b": "2"}, "displayName": "build box"}"#).json();
+    let out = reg
+        .run_stdin(
+            &["meta", "patch", "--id", "m"],
+            r#"{"tags": {"b": "2"}, "displayName": "build box"}"#,
+        )
+        .json();
     assert_eq!(out["changed"], serde_json::json!([]));
     assert_eq!(std::fs::read(&path).unwrap(), before);
-    assert_eq!(reg.run(&["events", "m", "--json"]).stdout.lines().count(), events_before);
+    assert_eq!(
+        reg.run(&["events", "m", "--json"]).stdout.lines().count(),
+        events_before
+    );
 
     // Anything else, or malformed JSON, is a usage error that changes nothing.
     for bad in [
@@ -54,18 +72,23 @@ fn meta_patch_merges_preserves_unknown_fields_and_skips_no_ops() {
     ] {
         let r = reg.run_stdin(&["meta", "patch", "--id", "m"], bad);
         assert_eq!(r.code, 2, "{bad}: {r:?}");
-        assert_eq!(std::fs::read(&path).unwrap(), before, "{bad} changed the record");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{bad} changed the record"
+        );
     }
     // Exact ids only: a display name is refused.
     let r = reg.run_stdin(&["meta", "patch", "--id", "build box"], "{}");
     assert_eq!(r.code, 2, "{r:?}");
     // metadata_change events carry old and new values.
     let evs = reg.run(&["events", "m", "--json"]).stdout;
-    let first: serde_json::Value = serde_json::from_str(
-        evs.lines().find(|l| l.contains("metadata_change")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(first["changes"]["tags.a"], serde_json::json!({"old": null, "new": "1"}));
+    let first: serde_json::Value =
+        serde_json::from_str(evs.lines().find(|l| l.contains("metadata_change")).unwrap()).unwrap();
+    assert_eq!(
+        first["changes"]["tags.a"],
+        serde_json::json!({"old": null, "new": "1"})
+    );
 }
 
 #[test]
@@ -96,16 +119,26 @@ fn concurrent_tag_patches_lose_nothing() {
             failures
         }));
     }
-    let failures: Vec<String> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let failures: Vec<String> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
     // A busy lock past the bounded wait is a typed, reported failure, never a lost
     // write: count both.
     let rec = reg.record("c");
     let tags = rec["tags"].as_object().unwrap();
-    assert_eq!(tags.len() + failures.len(), PROCS * EACH, "lost updates: {failures:?}");
+    assert_eq!(
+        tags.len() + failures.len(),
+        PROCS * EACH,
+        "lost updates: {failures:?}"
+    );
     assert!(failures.iter().all(|f| f.contains("busy")), "{failures:?}");
     // Exactly one event per effective patch.
     let evs = reg.run(&["events", "c", "--json"]).stdout;
-    let changes = evs.lines().filter(|l| l.contains("metadata_change")).count();
+    let changes = evs
+        .lines()
+        .filter(|l| l.contains("metadata_change"))
+        .count();
     assert_eq!(changes, tags.len());
     println!(
         "concurrency: {} patches, {} applied, {} busy, 0 lost",
@@ -118,15 +151,18 @@ fn concurrent_tag_patches_lose_nothing() {
 #[test]
 fn ambiguous_names_list_candidates_and_exact_ids_win() {
     let reg = Reg::new();
-    reg.run(&["new", "-d", "--id", "one", "--name", "twin", "--", "cat"]).ok();
-    reg.run(&["new", "-d", "--id", "two", "--name", "twin", "--", "cat"]).ok();
+    reg.run(&["new", "-d", "--id", "one", "--name", "twin", "--", "cat"])
+        .ok();
+    reg.run(&["new", "-d", "--id", "two", "--name", "twin", "--", "cat"])
+        .ok();
     let r = reg.run(&["status", "twin", "--json"]);
     assert_eq!(r.code, 5, "{r:?}");
     let cands = r.json()["error"]["candidates"].clone();
     assert_eq!(cands, serde_json::json!(["one", "two"]));
     assert!(r.stderr.contains("one") && r.stderr.contains("two"));
     // A session whose *name* is another session's id: the exact id wins.
-    reg.run(&["new", "-d", "--id", "three", "--name", "one", "--", "cat"]).ok();
+    reg.run(&["new", "-d", "--id", "three", "--name", "one", "--", "cat"])
+        .ok();
     let st = reg.run(&["status", "one", "--json"]).json();
     assert_eq!(st["id"], "one");
     // Renaming makes the name unique again.
@@ -139,7 +175,10 @@ fn ambiguous_names_list_candidates_and_exact_ids_win() {
     assert_eq!(ls.as_array().unwrap().len(), 1);
     assert_eq!(ls[0]["id"], "two");
     reg.run(&["tag", "two", "role="]).ok();
-    assert_eq!(reg.run(&["ls", "--json", "--tag", "role=web"]).json(), serde_json::json!([]));
+    assert_eq!(
+        reg.run(&["ls", "--json", "--tag", "role=web"]).json(),
+        serde_json::json!([])
+    );
 }
 
 #[test]
@@ -164,7 +203,10 @@ fn display_name_rules_at_the_boundary() {
         if want == 0 {
             assert_eq!(reg.record("n")["displayName"], name);
         } else {
-            assert!(r.stderr.contains("display name"), "the error names the rule: {r:?}");
+            assert!(
+                r.stderr.contains("display name"),
+                "the error names the rule: {r:?}"
+            );
         }
     }
     // The same rules at creation.
@@ -177,42 +219,88 @@ fn receipts_pin_the_creation() {
     let reg = Reg::new();
     let receipt = reg.root.parent().unwrap().join("job.receipt");
     let receipt_s = receipt.to_str().unwrap();
-    reg.run(&["new", "-d", "--id", "job", "--receipt", receipt_s, "--", "cat"]).ok();
+    reg.run(&[
+        "new",
+        "-d",
+        "--id",
+        "job",
+        "--receipt",
+        receipt_s,
+        "--",
+        "cat",
+    ])
+    .ok();
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&receipt).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&receipt).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let v = reg.run(&["receipt", "verify", receipt_s, "--json"]);
-    assert_eq!((v.code, v.json()["verdict"].clone()), (0, "current".into()), "{v:?}");
+    assert_eq!(
+        (v.code, v.json()["verdict"].clone()),
+        (0, "current".into()),
+        "{v:?}"
+    );
 
     // Acting by receipt works on that creation.
     reg.run(&["tag", "job", "x=1", "--receipt", receipt_s]).ok();
-    reg.run(&["kill", "job", "--wait", "--receipt", receipt_s]).ok();
+    reg.run(&["kill", "job", "--wait", "--receipt", receipt_s])
+        .ok();
     let v = reg.run(&["receipt", "verify", receipt_s, "--json"]);
-    assert_eq!((v.code, v.json()["verdict"].clone()), (1, "exited".into()), "{v:?}");
+    assert_eq!(
+        (v.code, v.json()["verdict"].clone()),
+        (1, "exited".into()),
+        "{v:?}"
+    );
 
     // Removed, then re-created under the same id: replaced; kill by receipt refuses
     // with exit 4 and the new session stays alive.
     reg.run(&["rm", "job"]).ok();
     let v = reg.run(&["receipt", "verify", receipt_s, "--json"]);
-    assert_eq!((v.code, v.json()["verdict"].clone()), (3, "removed".into()), "{v:?}");
+    assert_eq!(
+        (v.code, v.json()["verdict"].clone()),
+        (3, "removed".into()),
+        "{v:?}"
+    );
     reg.new_session("job", &["cat"]);
     let v = reg.run(&["receipt", "verify", receipt_s, "--json"]);
-    assert_eq!((v.code, v.json()["verdict"].clone()), (4, "replaced".into()), "{v:?}");
+    assert_eq!(
+        (v.code, v.json()["verdict"].clone()),
+        (4, "replaced".into()),
+        "{v:?}"
+    );
     let r = reg.run(&["kill", "job", "--signal", "KILL", "--receipt", receipt_s]);
     assert_eq!(r.code, 4, "{r:?}");
     let child = reg.record("job")["child"]["pid"].as_u64().unwrap() as u32;
-    assert!(alive(child), "kill by a stale receipt reached the replacement");
+    assert!(
+        alive(child),
+        "kill by a stale receipt reached the replacement"
+    );
 
     // A receipt edited by hand is foreign.
-    let mut edited: serde_json::Value = serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
+    let mut edited: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
     let inc = edited["incarnation"].as_str().unwrap().to_owned();
-    let flipped = format!("{}{}", &inc[..inc.len() - 1], if inc.ends_with('0') { '1' } else { '0' });
+    let flipped = format!(
+        "{}{}",
+        &inc[..inc.len() - 1],
+        if inc.ends_with('0') { '1' } else { '0' }
+    );
     edited["incarnation"] = flipped.into();
     std::fs::write(&receipt, serde_json::to_vec(&edited).unwrap()).unwrap();
     let v = reg.run(&["receipt", "verify", receipt_s, "--json"]);
-    assert_eq!((v.code, v.json()["verdict"].clone()), (9, "foreign".into()), "{v:?}");
+    assert_eq!(
+        (v.code, v.json()["verdict"].clone()),
+        (9, "foreign".into()),
+        "{v:?}"
+    );
     std::fs::write(&receipt, b"garbage").unwrap();
     let v = reg.run(&["receipt", "verify", receipt_s, "--json"]);
-    assert_eq!((v.code, v.json()["verdict"].clone()), (7, "unreadable".into()), "{v:?}");
+    assert_eq!(
+        (v.code, v.json()["verdict"].clone()),
+        (7, "unreadable".into()),
+        "{v:?}"
+    );
 }
 
 #[test]
@@ -220,9 +308,15 @@ fn corrupt_metadata_is_degraded_never_absent() {
     let reg = Reg::new();
     reg.new_session("ok", &["cat"]);
     reg.new_session("bad", &["cat"]);
+    let good = std::fs::read(reg.path("bad.json")).unwrap();
     std::fs::write(reg.path("bad.json"), b"{\"id\": \"bad\", torn").unwrap();
     let ls = reg.run(&["ls", "--json"]).json();
-    let bad = ls.as_array().unwrap().iter().find(|e| e["id"] == "bad").expect("degraded entry listed");
+    let bad = ls
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "bad")
+        .expect("degraded entry listed");
     assert_eq!(bad["status"], "degraded");
     assert!(bad["error"].as_str().unwrap().len() > 3);
     // A tag filter never treats it as untagged-and-absent: it is still shown.
@@ -237,6 +331,8 @@ fn corrupt_metadata_is_degraded_never_absent() {
     // A new session under that id is refused: the slot is not free.
     let r = reg.run(&["new", "-d", "--id", "bad", "--", "cat"]);
     assert_ne!(r.code, 0, "{r:?}");
+    // Restore the record so cleanup can prove and stop the daemon.
+    std::fs::write(reg.path("bad.json"), good).unwrap();
 }
 
 #[test]
@@ -247,8 +343,16 @@ fn unknown_ids_are_not_found_and_unreachable_daemons_are_unreachable() {
     let inc = reg.new_session("hung", &["cat"]);
     // SIGSTOP the daemon: it cannot answer, which is unreachable (7), not not-found.
     let daemon = reg.record("hung")["daemon"]["pid"].as_u64().unwrap() as i32;
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(daemon), nix::sys::signal::SIGSTOP).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon),
+        nix::sys::signal::SIGSTOP,
+    )
+    .unwrap();
     let r = reg.run(&["status", "hung", "--expect", &inc]);
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(daemon), nix::sys::signal::SIGCONT).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon),
+        nix::sys::signal::SIGCONT,
+    )
+    .unwrap();
     assert_eq!(r.code, 7, "{r:?}");
 }

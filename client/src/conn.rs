@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use latch_wire::client::{ClientHandshake, HandshakeError, Negotiated};
-use latch_wire::{ClientCodec, ClientFrame, ErrorCode, ExitStatus, FrameError, ServerFrame, SessionRef, StatusReply};
+use latch_wire::{
+    ClientCodec, ClientFrame, ErrorCode, ExitStatus, FrameError, ServerFrame, SessionRef,
+    StatusReply,
+};
 
 use crate::error::ClientError;
 
@@ -130,9 +133,9 @@ impl Connection {
     /// Connects to the socket at `path` and negotiates a version.
     pub fn open(path: &Path, timeout: Duration) -> Result<Self, ClientError> {
         let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => ClientError::Unreachable(
-                format!("no daemon listening at {}: {e}", path.display()),
-            ),
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+                ClientError::Unreachable(format!("no daemon listening at {}: {e}", path.display()))
+            }
             _ => ClientError::Unreachable(format!("connect {}: {e}", path.display())),
         })?;
         Self::over(stream, timeout)
@@ -162,7 +165,9 @@ impl Connection {
         let hs = ClientHandshake::default();
         writer.write_frame(&hs.hello())?;
         let answer = reader.read_frame()?.ok_or_else(|| {
-            ClientError::Protocol("the daemon closed the connection instead of answering HELLO".into())
+            ClientError::Protocol(
+                "the daemon closed the connection instead of answering HELLO".into(),
+            )
         })?;
         let negotiated = hs.on_welcome(answer).map_err(handshake_err)?;
         Ok(Self {
@@ -306,6 +311,12 @@ impl Bound {
         self.confirmed(ClientFrame::Signal { signal })
     }
 
+    /// Ends the session: the daemon raises its draining fence (no new binds or
+    /// effects), then signals the program.
+    pub fn stop(&mut self, signal: i32) -> Result<(), ClientError> {
+        self.confirmed(ClientFrame::Stop { signal })
+    }
+
     /// Waits until the daemon closes the connection (it does when the session ends),
     /// at most `timeout`. `Ok(true)`: closed; `Ok(false)`: still open at the deadline.
     pub fn wait_closed(&mut self, timeout: Duration) -> Result<bool, ClientError> {
@@ -330,7 +341,12 @@ impl Bound {
 
     /// Attaches. Returns the first GEOMETRY and SCREEN, and the two halves for the
     /// live stream.
-    pub fn attach(mut self, rows: u16, cols: u16, read_only: bool) -> Result<Attached, ClientError> {
+    pub fn attach(
+        mut self,
+        rows: u16,
+        cols: u16,
+        read_only: bool,
+    ) -> Result<Attached, ClientError> {
         self.conn.writer.write_frame(&ClientFrame::Attach {
             rows,
             cols,

@@ -167,7 +167,9 @@ impl From<RegistryError> for ClientError {
     fn from(e: RegistryError) -> Self {
         let msg = e.to_string();
         match e {
-            RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => Self::Refused(msg),
+            RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => {
+                Self::Refused(msg)
+            }
             RegistryError::Busy { .. } => Self::Busy(msg),
             RegistryError::Corrupt { .. } => Self::Unreachable(msg),
             RegistryError::IdTooLongForSocket { .. } => Self::Usage(msg),

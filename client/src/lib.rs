@@ -24,5 +24,5 @@ pub use error::{exit, ClientError};
 pub use lifecycle::{GcOptions, GcReport};
 pub use meta::{MetaPatch, Patched};
 pub use names::{validate_display_name, NameError};
-pub use session::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus, Target};
 pub use receipt::{Receipt, Verdict};
+pub use session::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus, Target};

@@ -100,7 +100,9 @@ impl Client {
             r
         };
         match status {
-            SessionStatus::Unknown { reason } => return skip(report, &format!("unverifiable: {reason}")),
+            SessionStatus::Unknown { reason } => {
+                return skip(report, &format!("unverifiable: {reason}"))
+            }
             SessionStatus::Exited { .. } if observed.tags.contains_key(KEEP_TAG) => {
                 return skip(report, "kept-by-tag")
             }
@@ -116,7 +118,11 @@ impl Client {
                     return report;
                 }
                 let target = SessionRef::new(observed.id.clone(), observed.incarnation);
-                return match self.kill(&target, libc::SIGTERM, Some(opts.grace.max(Duration::from_secs(1)))) {
+                return match self.kill(
+                    &target,
+                    libc::SIGTERM,
+                    Some(opts.grace.max(Duration::from_secs(1))),
+                ) {
                     Ok(KillOutcome::Killed | KillOutcome::AlreadyExited) => {
                         match self.remove(&target, false) {
                             Ok(()) => {
@@ -145,7 +151,12 @@ impl Client {
             None
         };
         if opts.dry_run {
-            report.action = if orphan.is_some() { "would-signal-orphan" } else { "would-remove" }.into();
+            report.action = if orphan.is_some() {
+                "would-signal-orphan"
+            } else {
+                "would-remove"
+            }
+            .into();
             return report;
         }
         let lock = match self.registry().lock(&observed.id, DEFAULT_LOCK_WAIT) {
@@ -184,7 +195,12 @@ impl Client {
             .and_then(|_| {
                 reg.append_event(
                     &lock,
-                    &event(kind::REMOVED, &observed.id, &observed.incarnation, serde_json::Map::new()),
+                    &event(
+                        kind::REMOVED,
+                        &observed.id,
+                        &observed.incarnation,
+                        serde_json::Map::new(),
+                    ),
                 )
             })
             .and_then(|()| reg.remove_files(lock));
@@ -198,7 +214,10 @@ impl Client {
     /// this process's environment against the record under the lock, stores the new
     /// command, and returns (the caller then execs it). Refuses outside a session and
     /// fails closed when the session was replaced.
-    pub fn exec_update(env: &BTreeMap<String, String>, command: &[String]) -> Result<Client, ClientError> {
+    pub fn exec_update(
+        env: &BTreeMap<String, String>,
+        command: &[String],
+    ) -> Result<Client, ClientError> {
         let (Some(id), Some(inc), Some(root)) = (
             env.get(ENV_SESSION_ID),
             env.get(ENV_INCARNATION),
@@ -211,8 +230,10 @@ impl Client {
         if command.is_empty() {
             return Err(ClientError::Usage("exec needs a command".into()));
         }
-        let id = SessionId::new(id.as_str()).map_err(|e| ClientError::Refused(format!("{ENV_SESSION_ID}: {e}")))?;
-        let inc = Incarnation::parse(inc).map_err(|e| ClientError::Refused(format!("{ENV_INCARNATION}: {e}")))?;
+        let id = SessionId::new(id.as_str())
+            .map_err(|e| ClientError::Refused(format!("{ENV_SESSION_ID}: {e}")))?;
+        let inc = Incarnation::parse(inc)
+            .map_err(|e| ClientError::Refused(format!("{ENV_INCARNATION}: {e}")))?;
         let client = Client::open(Path::new(root), std::env::current_exe().unwrap_or_default())?;
         let reg = client.registry();
         if !reg.verify(&id, &inc) {
@@ -221,11 +242,13 @@ impl Client {
             ));
         }
         let lock = reg.lock(&id, DEFAULT_LOCK_WAIT)?;
-        let mut record = client.read_checked(&id)?.ok_or_else(|| ClientError::Replaced {
-            id: id.clone(),
-            expected: inc,
-            actual: None,
-        })?;
+        let mut record = client
+            .read_checked(&id)?
+            .ok_or_else(|| ClientError::Replaced {
+                id: id.clone(),
+                expected: inc,
+                actual: None,
+            })?;
         if !record.incarnation.ct_eq(&inc) {
             return Err(ClientError::Replaced {
                 id,
@@ -248,11 +271,13 @@ impl Client {
     /// Ends `session` and starts its stored command under the same id with a new
     /// incarnation. Refuses if the session was replaced meanwhile.
     pub fn restart(&self, session: &SessionRef, grace: Duration) -> Result<Created, ClientError> {
-        let record = self.read_checked(&session.id)?.ok_or_else(|| ClientError::Replaced {
-            id: session.id.clone(),
-            expected: session.incarnation,
-            actual: None,
-        })?;
+        let record = self
+            .read_checked(&session.id)?
+            .ok_or_else(|| ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: None,
+            })?;
         if !record.incarnation.ct_eq(&session.incarnation) {
             return Err(ClientError::Replaced {
                 id: session.id.clone(),

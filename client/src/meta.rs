@@ -29,7 +29,11 @@ pub struct MetaPatch {
 
 /// Checks a tag key and value.
 pub fn validate_tag(key: &str, value: Option<&str>) -> Result<(), ClientError> {
-    if key.is_empty() || key.len() > TAG_KEY_MAX || key.contains('=') || key.chars().any(char::is_control) {
+    if key.is_empty()
+        || key.len() > TAG_KEY_MAX
+        || key.contains('=')
+        || key.chars().any(char::is_control)
+    {
         return Err(ClientError::Usage(format!(
             "tag key {key:?} must be 1 to {TAG_KEY_MAX} bytes without '=' or control characters"
         )));
@@ -49,7 +53,8 @@ impl MetaPatch {
     /// malformed JSON is a usage error.
     pub fn from_json(text: &str) -> Result<Self, ClientError> {
         let usage = |m: String| ClientError::Usage(m);
-        let v: Value = serde_json::from_str(text).map_err(|e| usage(format!("patch is not JSON: {e}")))?;
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| usage(format!("patch is not JSON: {e}")))?;
         let Value::Object(obj) = v else {
             return Err(usage("patch must be a JSON object".into()));
         };
@@ -157,7 +162,10 @@ impl Client {
             // The record is written first, then the event, both under the lock: a
             // crash between the two leaves a change without its event, never an
             // event without its change (SPEC.md §9.9).
-            reg.append_event(&lock, &event(kind::METADATA_CHANGE, id, &record.incarnation, fields))?;
+            reg.append_event(
+                &lock,
+                &event(kind::METADATA_CHANGE, id, &record.incarnation, fields),
+            )?;
         }
         Ok(Patched {
             changed: changes.keys().cloned().collect(),

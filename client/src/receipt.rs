@@ -38,10 +38,12 @@ impl Receipt {
 
     /// Reads and parses a receipt file.
     pub fn load(path: &Path) -> Result<Self, ClientError> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| ClientError::Unreachable(format!("receipt {} is unreadable: {e}", path.display())))?;
-        let r: Receipt = serde_json::from_slice(&bytes)
-            .map_err(|e| ClientError::Unreachable(format!("receipt {} is unreadable: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|e| {
+            ClientError::Unreachable(format!("receipt {} is unreadable: {e}", path.display()))
+        })?;
+        let r: Receipt = serde_json::from_slice(&bytes).map_err(|e| {
+            ClientError::Unreachable(format!("receipt {} is unreadable: {e}", path.display()))
+        })?;
         if r.version != RECEIPT_VERSION {
             return Err(ClientError::Unreachable(format!(
                 "receipt {} has unknown version {}",
@@ -119,7 +121,8 @@ impl Client {
             incarnation: created.incarnation,
             created_at: created.created_at_ms,
         };
-        let bytes = serde_json::to_vec_pretty(&receipt).map_err(|e| ClientError::Other(e.to_string()))?;
+        let bytes =
+            serde_json::to_vec_pretty(&receipt).map_err(|e| ClientError::Other(e.to_string()))?;
         write_atomic(path, &bytes).map_err(ClientError::from)?;
         Ok(receipt)
     }
@@ -127,7 +130,9 @@ impl Client {
     /// Loads a receipt that must belong to this registry (root and key).
     pub fn load_receipt(&self, path: &Path) -> Result<Receipt, ClientError> {
         let r = Receipt::load(path)?;
-        if !same_root(&r.root, self.registry().root()) || !self.registry().verify(&r.id, &r.incarnation) {
+        if !same_root(&r.root, self.registry().root())
+            || !self.registry().verify(&r.id, &r.incarnation)
+        {
             return Err(ClientError::Refused(format!(
                 "receipt {} was not issued by this registry ({})",
                 path.display(),
@@ -148,7 +153,11 @@ impl Client {
             return (Verdict::Foreign, Some(r), msg);
         }
         if !self.registry().verify(&r.id, &r.incarnation) {
-            return (Verdict::Foreign, Some(r), "not minted under this registry's key".into());
+            return (
+                Verdict::Foreign,
+                Some(r),
+                "not minted under this registry's key".into(),
+            );
         }
         match self.registry().read_record(&r.id) {
             Ok(None) => (Verdict::Removed, Some(r), "no session with this id".into()),

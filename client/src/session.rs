@@ -231,7 +231,11 @@ impl Client {
     /// Resolves a reference: `ID@INCARNATION`, an exact id (always wins), or a display
     /// name carried by exactly one running session. With `expect`, the resolved
     /// creation must be that incarnation.
-    pub fn resolve(&self, reference: &str, expect: Option<&Incarnation>) -> Result<Target, ClientError> {
+    pub fn resolve(
+        &self,
+        reference: &str,
+        expect: Option<&Incarnation>,
+    ) -> Result<Target, ClientError> {
         let target = self.resolve_unchecked(reference)?;
         if let Some(want) = expect {
             if !want.ct_eq(&target.session.incarnation) {
@@ -250,11 +254,13 @@ impl Client {
             let pinned: SessionRef = reference
                 .parse()
                 .map_err(|e| ClientError::Usage(format!("{reference:?}: {e}")))?;
-            let record = self.read(&pinned.id)?.ok_or_else(|| ClientError::Replaced {
-                id: pinned.id.clone(),
-                expected: pinned.incarnation,
-                actual: None,
-            })?;
+            let record = self
+                .read(&pinned.id)?
+                .ok_or_else(|| ClientError::Replaced {
+                    id: pinned.id.clone(),
+                    expected: pinned.incarnation,
+                    actual: None,
+                })?;
             if !record.incarnation.ct_eq(&pinned.incarnation) {
                 return Err(ClientError::Replaced {
                     id: pinned.id,
@@ -320,6 +326,17 @@ impl Client {
     pub fn connect(&self, session: &SessionRef) -> Result<Bound, ClientError> {
         let conn = self.connect_unbound(&session.id).map_err(|e| match e {
             ClientError::Unreachable(m) => self.explain_unreachable(session, m),
+            // A daemon that closes without answering is either older (legacy) or
+            // ending right now; the record tells the two apart.
+            ClientError::Protocol(m) => match self.registry.read_record(&session.id) {
+                Ok(Some(r))
+                    if derive_status(&r) == SessionStatus::Running
+                        && r.incarnation.ct_eq(&session.incarnation) =>
+                {
+                    ClientError::Protocol(m)
+                }
+                _ => self.explain_unreachable(session, m),
+            },
             other => other,
         })?;
         conn.bind(session)
@@ -354,7 +371,12 @@ impl Client {
 
     /// Sends `signal` through a bound connection; with `wait`, waits until the daemon
     /// closes (the program ended), at most `wait`.
-    pub fn kill(&self, session: &SessionRef, signal: i32, wait: Option<Duration>) -> Result<KillOutcome, ClientError> {
+    pub fn kill(
+        &self,
+        session: &SessionRef,
+        signal: i32,
+        wait: Option<Duration>,
+    ) -> Result<KillOutcome, ClientError> {
         self.log_kill_requested(session, signal)?;
         let mut bound = match self.connect(session) {
             Ok(b) => b,
@@ -366,9 +388,23 @@ impl Client {
                 }
                 return Err(ClientError::Unreachable(m));
             }
+            // Another stop is under way: the fence refuses our BIND. With a wait,
+            // follow that stop to its end through the daemon's proven pidfd.
+            Err(ClientError::Daemon {
+                code: latch_wire::ErrorCode::Draining,
+                detail,
+            }) => {
+                let Some(limit) = wait else {
+                    return Err(ClientError::Busy(format!(
+                        "session {} is already stopping ({detail})",
+                        session.id
+                    )));
+                };
+                return self.wait_daemon_gone(session, limit);
+            }
             Err(e) => return Err(e),
         };
-        match bound.signal(signal) {
+        match bound.stop(signal) {
             Ok(()) => {}
             Err(ClientError::Daemon {
                 code: latch_wire::ErrorCode::Exited,
@@ -378,7 +414,9 @@ impl Client {
             // daemon records the exit before closing). Report it only if proven.
             Err(ClientError::Unreachable(m)) => {
                 return match self.registry.read_record(&session.id) {
-                    Ok(Some(r)) if r.incarnation.ct_eq(&session.incarnation) && r.exit.is_some() => {
+                    Ok(Some(r))
+                        if r.incarnation.ct_eq(&session.incarnation) && r.exit.is_some() =>
+                    {
                         Ok(KillOutcome::Killed)
                     }
                     _ => Err(ClientError::Unreachable(m)),
@@ -398,15 +436,53 @@ impl Client {
         }
     }
 
+    /// Waits until `session`'s daemon is gone (proven through its pidfd), at most
+    /// `limit`.
+    fn wait_daemon_gone(
+        &self,
+        session: &SessionRef,
+        limit: Duration,
+    ) -> Result<KillOutcome, ClientError> {
+        let record = self
+            .read(&session.id)?
+            .ok_or_else(|| ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: None,
+            })?;
+        if !record.incarnation.ct_eq(&session.incarnation) {
+            return Err(ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(record.incarnation),
+            });
+        }
+        let fd = match prove(&record.daemon) {
+            Ok(fd) => fd,
+            Err(ProofError::Gone | ProofError::Mismatch) => return Ok(KillOutcome::Killed),
+            Err(e) => return Err(ClientError::Unreachable(e.to_string())),
+        };
+        // SAFETY: the pidfd outlives the poll.
+        let bfd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd.as_raw_fd()) };
+        let mut fds = [nix::poll::PollFd::new(bfd, nix::poll::PollFlags::POLLIN)];
+        let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+            Ok(n) if n > 0 => Ok(KillOutcome::Killed),
+            _ => Ok(KillOutcome::TimedOut),
+        }
+    }
+
     /// Records `kill_requested` under the lock, only if the record still holds
     /// `session`'s incarnation.
     fn log_kill_requested(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
         let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
-        let record = self.read(&session.id)?.ok_or_else(|| ClientError::Replaced {
-            id: session.id.clone(),
-            expected: session.incarnation,
-            actual: None,
-        })?;
+        let record = self
+            .read(&session.id)?
+            .ok_or_else(|| ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: None,
+            })?;
         if !record.incarnation.ct_eq(&session.incarnation) {
             return Err(ClientError::Replaced {
                 id: session.id.clone(),
@@ -418,7 +494,12 @@ impl Client {
         fields.insert("signal".into(), serde_json::json!(signal));
         self.registry.append_event(
             &lock,
-            &event(kind::KILL_REQUESTED, &session.id, &session.incarnation, fields),
+            &event(
+                kind::KILL_REQUESTED,
+                &session.id,
+                &session.incarnation,
+                fields,
+            ),
         )?;
         Ok(())
     }
@@ -427,11 +508,13 @@ impl Client {
     /// record still holds `session`'s incarnation. A running session is refused
     /// unless `force`, which kills it through a bound connection first.
     pub fn remove(&self, session: &SessionRef, force: bool) -> Result<(), ClientError> {
-        let record = self.read(&session.id)?.ok_or_else(|| ClientError::Replaced {
-            id: session.id.clone(),
-            expected: session.incarnation,
-            actual: None,
-        })?;
+        let record = self
+            .read(&session.id)?
+            .ok_or_else(|| ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: None,
+            })?;
         if !record.incarnation.ct_eq(&session.incarnation) {
             return Err(ClientError::Replaced {
                 id: session.id.clone(),
@@ -456,11 +539,13 @@ impl Client {
         }
         let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
         // Compare and act under one lock: re-read, re-check, then remove.
-        let now = self.read(&session.id)?.ok_or_else(|| ClientError::Replaced {
-            id: session.id.clone(),
-            expected: session.incarnation,
-            actual: None,
-        })?;
+        let now = self
+            .read(&session.id)?
+            .ok_or_else(|| ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: None,
+            })?;
         if !now.incarnation.ct_eq(&session.incarnation) {
             return Err(ClientError::Replaced {
                 id: session.id.clone(),
@@ -486,7 +571,12 @@ impl Client {
         self.registry.remove_stale_socket(&lock)?;
         self.registry.append_event(
             &lock,
-            &event(kind::REMOVED, &session.id, &session.incarnation, serde_json::Map::new()),
+            &event(
+                kind::REMOVED,
+                &session.id,
+                &session.incarnation,
+                serde_json::Map::new(),
+            ),
         )?;
         self.registry.remove_files(lock)?;
         Ok(())

@@ -250,6 +250,18 @@ fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out
                     cols,
                 ),
                 Effect::Signal(sig) => session.signal(sig),
+                Effect::Stop(sig) => {
+                    // The fence goes up before the signal: from here on no new BIND
+                    // or effect reaches this incarnation (SPEC.md §5.6).
+                    if !session.draining() {
+                        log!(
+                            "connection {}: stop requested (signal {sig}): draining",
+                            client.id
+                        );
+                    }
+                    session.set_draining();
+                    session.signal(sig)
+                }
                 Effect::Detach => {
                     session.detach(client.id);
                     Ok(())

@@ -24,6 +24,7 @@ use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 
+use latch_registry::events::{event, kind};
 use latch_registry::spec::{ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
 use latch_registry::{
     now_ms, CreateSpec, ExitRecord, PidFd, ProcIdentity, Record, Registry, RegistryError,
@@ -121,12 +122,26 @@ impl Claim {
             self.unlink_socket_if_ours();
             return;
         };
+        // Unlink first, so that the exit record and event imply the socket is gone.
+        self.unlink_socket_if_ours();
         match self.registry.read_record(&self.own.id) {
             Ok(Some(mut rec)) if rec.incarnation == self.own.incarnation => {
+                let mut fields = serde_json::Map::new();
+                fields.insert("code".into(), serde_json::json!(exit.code));
+                fields.insert("signal".into(), serde_json::json!(exit.signal));
                 rec.exit = Some(exit);
                 match self.registry.write_record(&lock, &rec) {
                     Ok(()) => log!("exit recorded"),
                     Err(e) => log!("cannot record the exit: {e}"),
+                }
+                let ev = event(
+                    kind::SESSION_EXIT,
+                    &self.own.id,
+                    &self.own.incarnation,
+                    fields,
+                );
+                if let Err(e) = self.registry.append_event(&lock, &ev) {
+                    log!("cannot append the exit event: {e}");
                 }
             }
             Ok(Some(rec)) => log!(
@@ -136,7 +151,6 @@ impl Claim {
             Ok(None) => log!("record was removed; not recreating it"),
             Err(e) => log!("cannot read the record ({e}); leaving it alone"),
         }
-        self.unlink_socket_if_ours();
         drop(lock);
     }
 
@@ -388,6 +402,13 @@ fn create_locked(
     undo.record = Some((id.clone(), incarnation));
     registry
         .write_record(lock, &record)
+        .map_err(registry_error)?;
+    let mut fields = serde_json::Map::new();
+    fields.insert("command".into(), serde_json::json!(record.command));
+    fields.insert("daemonPid".into(), serde_json::json!(record.daemon.pid));
+    fields.insert("childPid".into(), serde_json::json!(record.child.pid));
+    registry
+        .append_event(lock, &event(kind::SESSION_START, id, &incarnation, fields))
         .map_err(registry_error)?;
     // Success: nothing to undo. The std handle is dropped without waiting; the
     // program is reaped by the exit watcher through waitpid.

@@ -112,14 +112,18 @@ mod tests {
             let mut f = Map::new();
             f.insert("n".into(), json!(i));
             f.insert("pad".into(), json!(pad));
-            reg.append_event(&lock, &event(kind::METADATA_CHANGE, &id, &inc, f)).unwrap();
+            reg.append_event(&lock, &event(kind::METADATA_CHANGE, &id, &inc, f))
+                .unwrap();
         }
         let size = fs::metadata(reg.events_path(&id)).unwrap().len();
         assert!(size <= EVENTS_MAX_BYTES, "{size}");
         let evs = reg.read_events(&id).unwrap();
         let ns: Vec<i64> = evs.iter().map(|e| e["n"].as_i64().unwrap()).collect();
         assert_eq!(*ns.last().unwrap(), 599, "newest kept");
-        assert!(ns.windows(2).all(|w| w[1] == w[0] + 1), "contiguous and ordered");
+        assert!(
+            ns.windows(2).all(|w| w[1] == w[0] + 1),
+            "contiguous and ordered"
+        );
         assert!(ns[0] > 0, "oldest rotated out");
     }
 }

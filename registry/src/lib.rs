@@ -113,13 +113,16 @@ impl Registry {
     /// A fresh random id, `s-` and 8 lowercase hex digits, for sessions created
     /// without one.
     pub fn fresh_id(&self) -> Result<SessionId, RegistryError> {
-        let inc = self.key.mint(&SessionId::new("id").map_err(|e| {
-            RegistryError::io("fresh id", io::Error::other(e.to_string()))
-        })?)?;
+        let inc =
+            self.key
+                .mint(&SessionId::new("id").map_err(|e| {
+                    RegistryError::io("fresh id", io::Error::other(e.to_string()))
+                })?)?;
         let hex = inc.to_string();
         // Nonce hex digits follow "v1.": 4 random bytes are plenty for a default id.
         let id = format!("s-{}", &hex[3..11]);
-        SessionId::new(id).map_err(|e| RegistryError::io("fresh id", io::Error::other(e.to_string())))
+        SessionId::new(id)
+            .map_err(|e| RegistryError::io("fresh id", io::Error::other(e.to_string())))
     }
 
     /// Mints a fresh incarnation for `id`.

@@ -55,7 +55,10 @@ impl Run {
 
 impl Reg {
     pub fn new() -> Self {
-        let tmp = tempfile::Builder::new().prefix("lt").tempdir_in("/tmp").unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("lt")
+            .tempdir_in("/tmp")
+            .unwrap();
         let root = tmp.path().join("r");
         Self { _tmp: tmp, root }
     }
@@ -85,7 +88,12 @@ impl Reg {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
         Run::from(child.wait_with_output().unwrap())
     }
 
@@ -121,7 +129,15 @@ impl Reg {
     /// Waits for the daemon of `id` to record an exit, by following events.
     #[track_caller]
     pub fn wait_exit(&self, id: &str) -> Value {
-        let r = self.run(&["events", id, "--wait", "session_exit", "--json", "--timeout", "10"]);
+        let r = self.run(&[
+            "events",
+            id,
+            "--wait",
+            "session_exit",
+            "--json",
+            "--timeout",
+            "10",
+        ]);
         assert_eq!(r.code, 0, "waiting for exit of {id}: {r:?}");
         r.json()
     }
@@ -135,14 +151,20 @@ impl Drop for Reg {
 
 /// Kills every proven daemon and program recorded under `root`.
 pub fn kill_all(root: &Path) {
-    let Ok(dir) = std::fs::read_dir(root) else { return };
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return;
+    };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if !name.ends_with(".json") {
             continue;
         }
-        let Ok(bytes) = std::fs::read(e.path()) else { continue };
-        let Ok(rec) = serde_json::from_slice::<latch_registry::Record>(&bytes) else { continue };
+        let Ok(bytes) = std::fs::read(e.path()) else {
+            continue;
+        };
+        let Ok(rec) = serde_json::from_slice::<latch_registry::Record>(&bytes) else {
+            continue;
+        };
         for who in [&rec.child, &rec.daemon] {
             let _ = latch_registry::proc::signal_proven(who, libc::SIGKILL);
         }

@@ -75,6 +75,13 @@ pub enum ClientFrame {
     Detach,
     /// Index 9. Liveness probe, legal in every strict state. Reply: [`ServerFrame::Pong`].
     Ping(u64),
+    /// Index 10. Ends the session: the daemon starts draining (no new binds or effects
+    /// except further STOPs) and sends `signal` to the program through its pidfd. No
+    /// reply on success; the daemon closes every connection once the program has exited.
+    Stop {
+        /// The signal number (Linux numbering).
+        signal: i32,
+    },
 }
 
 /// A frame sent by a daemon to a client.

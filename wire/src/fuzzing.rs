@@ -147,7 +147,11 @@ pub fn check_step(
                 );
             }
             if env.draining {
-                assert!(matches!(e, Effect::Detach), "effect {e:?} while draining");
+                // Only DETACH and a STOP (which continues the drain) pass the fence.
+                assert!(
+                    matches!(e, Effect::Detach | Effect::Stop(_)),
+                    "effect {e:?} while draining"
+                );
             }
         }
     }

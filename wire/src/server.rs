@@ -81,6 +81,8 @@ pub enum Effect {
     },
     /// Signal the program.
     Signal(i32),
+    /// Start draining, then signal the program.
+    Stop(i32),
     /// The client detached; drop its attachment.
     Detach,
 }
@@ -91,7 +93,7 @@ impl Effect {
         match self {
             Self::Attach { read_only, .. } => !read_only,
             Self::Peek { .. } | Self::Detach => false,
-            Self::Input(_) | Self::Resize { .. } | Self::Signal(_) => true,
+            Self::Input(_) | Self::Resize { .. } | Self::Signal(_) | Self::Stop(_) => true,
         }
     }
 }
@@ -296,6 +298,7 @@ impl ServerConn {
         frame: ClientFrame,
         env: Env,
     ) -> Vec<Out> {
+        let is_stop = matches!(frame, ClientFrame::Stop { .. });
         let effect = match frame {
             ClientFrame::Hello { .. } => {
                 return refuse(ErrorCode::AlreadyNegotiated, "second HELLO")
@@ -349,7 +352,7 @@ impl ServerConn {
                 }
                 Effect::Resize { rows, cols }
             }
-            ClientFrame::Signal { signal } => {
+            ClientFrame::Signal { signal } | ClientFrame::Stop { signal } => {
                 if attached == Some(true) {
                     return refuse(
                         ErrorCode::ForbiddenByPolicy,
@@ -362,10 +365,15 @@ impl ServerConn {
                         format!("no such signal {signal}"),
                     );
                 }
-                Effect::Signal(signal)
+                if is_stop {
+                    Effect::Stop(signal)
+                } else {
+                    Effect::Signal(signal)
+                }
             }
         };
-        if env.draining {
+        // A STOP continues (or escalates) the drain already under way.
+        if env.draining && !matches!(effect, Effect::Stop(_)) {
             return refuse(ErrorCode::Draining, "session is shutting down");
         }
         if let Effect::Attach { read_only, .. } = effect {

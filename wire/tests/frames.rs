@@ -136,6 +136,7 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
         any::<i32>().prop_map(|signal| ClientFrame::Signal { signal }),
         Just(ClientFrame::Detach),
         any::<u64>().prop_map(ClientFrame::Ping),
+        any::<i32>().prop_map(|signal| ClientFrame::Stop { signal }),
     ]
 }
 
@@ -226,6 +227,7 @@ fn all_client_frames() -> Vec<ClientFrame> {
         ClientFrame::Signal { signal: 15 },
         ClientFrame::Detach,
         ClientFrame::Ping(u64::MAX),
+        ClientFrame::Stop { signal: 9 },
     ]
 }
 
@@ -536,10 +538,11 @@ fn client_frame_indices_are_pinned() {
             ClientFrame::Signal { .. } => (7, "SIGNAL"),
             ClientFrame::Detach => (8, "DETACH"),
             ClientFrame::Ping(_) => (9, "PING"),
+            ClientFrame::Stop { .. } => (10, "STOP"),
         }
     }
     let frames = all_client_frames();
-    assert_eq!(frames.len(), 10);
+    assert_eq!(frames.len(), 11);
     for (i, f) in frames.iter().enumerate() {
         let (want, name) = spec_index(f);
         assert_eq!(usize::from(want), i, "sample order for {name}");

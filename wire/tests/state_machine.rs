@@ -56,6 +56,7 @@ enum F {
     Signal,
     SignalZero,
     SignalHigh,
+    Stop,
     Detach,
     Ping,
     LData,
@@ -70,7 +71,7 @@ enum F {
     LUnknown,
 }
 
-const STRICT: [F; 18] = [
+const STRICT: [F; 19] = [
     F::Hello,
     F::HelloLongName,
     F::HelloV3,
@@ -87,6 +88,7 @@ const STRICT: [F; 18] = [
     F::Signal,
     F::SignalZero,
     F::SignalHigh,
+    F::Stop,
     F::Detach,
     F::Ping,
 ];
@@ -171,6 +173,7 @@ impl F {
             F::Signal => strict(ClientFrame::Signal { signal: 15 }),
             F::SignalZero => strict(ClientFrame::Signal { signal: 0 }),
             F::SignalHigh => strict(ClientFrame::Signal { signal: 65 }),
+            F::Stop => strict(ClientFrame::Stop { signal: 15 }),
             F::Detach => strict(ClientFrame::Detach),
             F::Ping => strict(ClientFrame::Ping(42)),
             F::LData => legacy(LegacyClientFrame::Data(Bytes::from_static(b"y"))),
@@ -505,6 +508,7 @@ fn negotiated_rows() -> Vec<Row> {
             F::Signal,
             F::SignalZero,
             F::SignalHigh,
+            F::Stop,
             F::Detach,
         ],
         &err(ErrorCode::NotBound),
@@ -573,6 +577,8 @@ fn bound_writer_rows(attached: bool) -> Vec<Row> {
         (F::Signal, eff(Effect::Signal(15)), here),
         (F::SignalZero, err(ErrorCode::InvalidArgument), here),
         (F::SignalHigh, err(ErrorCode::InvalidArgument), here),
+        // STOP passes the draining fence: it continues the drain.
+        (F::Stop, eff(Effect::Stop(15)), here),
     ]);
     rows
 }
@@ -592,6 +598,7 @@ fn bound_read_only_rows() -> Vec<Row> {
             F::Signal,
             F::SignalZero,
             F::SignalHigh,
+            F::Stop,
         ],
         &err(ErrorCode::ForbiddenByPolicy),
         RO,
@@ -876,6 +883,7 @@ fn strict_frame() -> impl Strategy<Value = ClientFrame> {
         2 => vec(any::<u8>(), 0..16).prop_map(|b| ClientFrame::Input(Bytes::from(b))),
         2 => (small.clone(), small).prop_map(|(rows, cols)| ClientFrame::Resize { rows, cols }),
         2 => prop_oneof![-2i32..70, any::<i32>()].prop_map(|signal| ClientFrame::Signal { signal }),
+        1 => prop_oneof![-2i32..70, any::<i32>()].prop_map(|signal| ClientFrame::Stop { signal }),
         1 => Just(ClientFrame::Detach),
         1 => any::<u64>().prop_map(ClientFrame::Ping),
     ]

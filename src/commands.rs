@@ -639,8 +639,9 @@ fn status(
         }
         return Ok(exit::OK);
     }
-    let mut bound = client.connect(&target.session)?;
-    let s = bound.status()?;
+    // STATUS is a query, legal before BIND (and while the session drains): ask it
+    // unbound and check that the daemon is the creation we resolved.
+    let s = client.status_of(&target.session)?;
     if json {
         let mut v = output::record_json(&target.record, &derived);
         v["daemon"] = json!({

@@ -141,10 +141,31 @@ impl Client {
         }
         let vanished = matches!(status, SessionStatus::Vanished);
         // An orphaned program whose daemon is gone: prove it before anything.
+        // A recorded pid that now belongs to another process (start time or boot id
+        // differ) makes the record inconsistent with the machine: gc does not act on
+        // it (`latch rm` can, explicitly); it never signals that process.
         let orphan = if vanished {
+            if let Err(ProofError::Mismatch) = prove(&observed.daemon) {
+                return skip(
+                    report,
+                    &format!(
+                        "unverifiable: daemon pid {} now belongs to another process",
+                        observed.daemon.pid
+                    ),
+                );
+            }
             match prove(&observed.child) {
                 Ok(fd) => Some(fd),
-                Err(ProofError::Gone | ProofError::Mismatch) => None,
+                Err(ProofError::Gone) => None,
+                Err(ProofError::Mismatch) => {
+                    return skip(
+                        report,
+                        &format!(
+                            "unverifiable: program pid {} now belongs to another process",
+                            observed.child.pid
+                        ),
+                    )
+                }
                 Err(e) => return skip(report, &format!("unverifiable: {e}")),
             }
         } else {

@@ -369,6 +369,24 @@ impl Client {
         }
     }
 
+    /// The daemon's STATUS, asked without binding (a query, legal while draining);
+    /// fails with `Replaced` unless the daemon is exactly `session`.
+    pub fn status_of(&self, session: &SessionRef) -> Result<latch_wire::StatusReply, ClientError> {
+        let mut conn = self.connect_unbound(&session.id).map_err(|e| match e {
+            ClientError::Unreachable(m) => self.explain_unreachable(session, m),
+            other => other,
+        })?;
+        let st = conn.status()?;
+        if !session.matches(&SessionRef::new(st.id.clone(), st.incarnation)) {
+            return Err(ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(st.incarnation),
+            });
+        }
+        Ok(st)
+    }
+
     /// Sends `signal` through a bound connection; with `wait`, waits until the daemon
     /// closes (the program ended), at most `wait`.
     pub fn kill(
@@ -390,17 +408,19 @@ impl Client {
             }
             // Another stop is under way: the fence refuses our BIND. With a wait,
             // follow that stop to its end through the daemon's proven pidfd.
+            // Another stop is under way: the fence refuses our BIND. Its program may
+            // be ignoring that stop's signal, so deliver ours to the program's proven
+            // identity (pidfd, start time, boot id, under the lock, only while the
+            // record still holds this incarnation), then follow the stop to its end.
             Err(ClientError::Daemon {
                 code: latch_wire::ErrorCode::Draining,
-                detail,
+                ..
             }) => {
-                let Some(limit) = wait else {
-                    return Err(ClientError::Busy(format!(
-                        "session {} is already stopping ({detail})",
-                        session.id
-                    )));
+                self.signal_proven_child(session, signal)?;
+                return match wait {
+                    None => Ok(KillOutcome::Signaled),
+                    Some(limit) => self.wait_daemon_gone(session, limit),
                 };
-                return self.wait_daemon_gone(session, limit);
             }
             Err(e) => return Err(e),
         };
@@ -433,6 +453,33 @@ impl Client {
                     Ok(KillOutcome::TimedOut)
                 }
             }
+        }
+    }
+
+    /// Signals `session`'s program through a pidfd after proving its identity, under
+    /// the session lock and only while the record holds `session`'s incarnation.
+    fn signal_proven_child(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
+        let _lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
+        let record = self
+            .read(&session.id)?
+            .ok_or_else(|| ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: None,
+            })?;
+        if !record.incarnation.ct_eq(&session.incarnation) {
+            return Err(ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(record.incarnation),
+            });
+        }
+        match latch_registry::proc::signal_proven(&record.child, signal) {
+            Ok(()) | Err(ProofError::Gone) => Ok(()),
+            Err(e) => Err(ClientError::Unreachable(format!(
+                "cannot prove session {}'s program: {e}; not signalled",
+                session.id
+            ))),
         }
     }
 

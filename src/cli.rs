@@ -296,9 +296,10 @@ pub struct NewArgs {
     /// Environment variable (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
-    /// Legacy-client policy: off, observe or full.
-    #[arg(long, value_name = "POLICY", default_value = "observe")]
-    pub legacy: String,
+    /// Legacy-client policy: off, observe or full (default: the registry's
+    /// defaults.json, else observe).
+    #[arg(long, value_name = "POLICY")]
+    pub legacy: Option<String>,
     /// Output JSON (implies nothing about attaching; combine with -d).
     #[arg(long)]
     pub json: bool,

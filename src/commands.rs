@@ -464,12 +464,11 @@ fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
         .as_deref()
         .map(|s| SessionId::new(s).map_err(|e| usage(format!("--id {s:?}: {e}"))))
         .transpose()?;
-    let legacy_policy = LegacyPolicy::parse(&args.legacy).ok_or_else(|| {
-        usage(format!(
-            "--legacy {:?}: expected off, observe or full",
-            args.legacy
-        ))
-    })?;
+    let legacy_policy = match &args.legacy {
+        Some(p) => LegacyPolicy::parse(p)
+            .ok_or_else(|| usage(format!("--legacy {p:?}: expected off, observe or full")))?,
+        None => client.registry().default_legacy_policy()?,
+    };
     let (rows, cols) = terminal_size();
     let mut new = NewSession::default();
     new.id = id;

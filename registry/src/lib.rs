@@ -36,6 +36,8 @@ use latch_wire::{Incarnation, SessionId};
 
 /// Name of the key file inside the root.
 pub const KEY_FILE: &str = "registry.key";
+/// Name of the optional registry-wide defaults file inside the root (SPEC.md §9.1).
+pub const DEFAULTS_FILE: &str = "defaults.json";
 /// `sun_path` holds 108 bytes including the terminating NUL.
 pub const SUN_PATH_MAX: usize = 107;
 
@@ -123,6 +125,37 @@ impl Registry {
         let id = format!("s-{}", &hex[3..11]);
         SessionId::new(id)
             .map_err(|e| RegistryError::io("fresh id", io::Error::other(e.to_string())))
+    }
+
+    /// The registry-wide default legacy policy: `legacyPolicy` in
+    /// `<root>/defaults.json`, or `observe` when the file does not exist. A file that
+    /// exists but cannot be read or parsed is an error, never a silent default.
+    pub fn default_legacy_policy(&self) -> Result<latch_wire::LegacyPolicy, RegistryError> {
+        let path = self.root.join(DEFAULTS_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(latch_wire::LegacyPolicy::default())
+            }
+            Err(e) => {
+                return Err(RegistryError::Corrupt {
+                    path,
+                    reason: e.to_string(),
+                })
+            }
+        };
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Defaults {
+            #[serde(default)]
+            legacy_policy: latch_wire::LegacyPolicy,
+        }
+        serde_json::from_slice::<Defaults>(&bytes)
+            .map(|d| d.legacy_policy)
+            .map_err(|e| RegistryError::Corrupt {
+                path,
+                reason: e.to_string(),
+            })
     }
 
     /// Mints a fresh incarnation for `id`.
@@ -236,6 +269,34 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn legacy_default_comes_from_the_defaults_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = Registry::open(&tmp.path().join("r")).unwrap();
+        assert_eq!(
+            reg.default_legacy_policy().unwrap(),
+            latch_wire::LegacyPolicy::Observe
+        );
+        fs::write(
+            reg.root().join(DEFAULTS_FILE),
+            br#"{"legacyPolicy": "off"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            reg.default_legacy_policy().unwrap(),
+            latch_wire::LegacyPolicy::Off
+        );
+        fs::write(
+            reg.root().join(DEFAULTS_FILE),
+            br#"{"legacyPolicy": "sometimes"}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            reg.default_legacy_policy(),
+            Err(RegistryError::Corrupt { .. })
+        ));
+    }
 
     #[test]
     fn socket_path_limit() {

@@ -1,0 +1,133 @@
+//! End to end: interactive attach driven through a real terminal (tmux): typing
+//! echoes, the terminal size follows, Ctrl-\ detaches, and the terminal comes back
+//! sane.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use support::Reg;
+
+/// A private tmux server, killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new() -> Option<Self> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            return None;
+        }
+        Some(Self {
+            socket: format!("latch-test-{}", std::process::id()),
+        })
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .unwrap()
+    }
+
+    /// Blocks until the pane signals `channel` (tmux wait-for), at most 10 s.
+    fn wait_for(&self, channel: &str) -> bool {
+        Command::new("timeout")
+            .args(["10", "tmux", "-L", &self.socket, "wait-for", channel])
+            .status()
+            .unwrap()
+            .success()
+    }
+
+    fn capture(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+#[test]
+fn interactive_attach_through_a_real_terminal() {
+    let Some(tmux) = Tmux::new() else {
+        panic!("tmux is required for this test (.ci/run installs it)");
+    };
+    let reg = Reg::new();
+    reg.new_session("ia", &["sh"]);
+    let stty_file: PathBuf = reg.root.parent().unwrap().join("stty.txt");
+    let pane_cmd = format!(
+        "{bin} --root {root} attach ia; echo LATCH-EXIT:$?; stty -a > {stty}; tmux -L {sock} wait-for -S detached; sleep 600",
+        bin = support::latch_bin(),
+        root = reg.root.display(),
+        stty = stty_file.display(),
+        sock = tmux.socket,
+    );
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &pane_cmd,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    // Typing echoes: keys go through tmux -> latch attach -> daemon -> sh.
+    tmux.run(&["send-keys", "-t", "t", "echo typed-$((6*7))", "Enter"]);
+    reg.wait_for("ia", "typed-42");
+    // The attach made the session's PTY take the pane's size.
+    let st = reg.run(&["status", "ia", "--json"]).json();
+    assert_eq!(
+        (st["daemon"]["rows"].as_u64(), st["daemon"]["cols"].as_u64()),
+        (Some(30), Some(100)),
+        "{st}"
+    );
+    assert_eq!(st["daemon"]["writers"], 1);
+
+    // The window size follows the terminal.
+    tmux.run(&["resize-window", "-t", "t", "-x", "90", "-y", "20"]);
+    let mut followed = false;
+    for _ in 0..20 {
+        tmux.run(&["send-keys", "-t", "t", "stty size", "Enter"]);
+        if reg
+            .run(&["peek", "ia", "--wait", "20 90", "--timeout", "0.5"])
+            .code
+            == 0
+        {
+            followed = true;
+            break;
+        }
+    }
+    assert!(
+        followed,
+        "the PTY size did not follow the terminal: {}",
+        tmux.capture()
+    );
+
+    // Ctrl-\ detaches; latch exits 0 and the terminal is restored.
+    tmux.run(&["send-keys", "-t", "t", "C-\\"]);
+    assert!(tmux.wait_for("detached"), "no detach: {}", tmux.capture());
+    let pane = tmux.capture();
+    assert!(pane.contains("LATCH-EXIT:0"), "{pane}");
+    assert!(pane.contains("detached from ia"), "{pane}");
+    let stty = std::fs::read_to_string(&stty_file).unwrap();
+    for flag in ["icanon", "echo", "isig", "opost"] {
+        assert!(
+            stty.split_whitespace().any(|w| w == flag),
+            "terminal not restored ({flag} off): {stty}"
+        );
+    }
+    // The session outlives the detach.
+    let st = reg.run(&["status", "ia", "--json"]).json();
+    assert_eq!(st["status"], "running");
+    assert_eq!(st["daemon"]["writers"], 0);
+}

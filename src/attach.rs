@@ -41,7 +41,8 @@ impl Drop for RawGuard {
     }
 }
 
-fn size() -> (u16, u16) {
+/// The terminal size of stdout, or (0, 0) when it is not a terminal.
+pub fn size() -> (u16, u16) {
     let mut ws = libc::winsize {
         ws_row: 0,
         ws_col: 0,

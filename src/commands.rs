@@ -442,18 +442,9 @@ fn run_daemon(root: PathBuf, spec: &str) -> Result<i32, ClientError> {
 }
 
 fn terminal_size() -> (u16, u16) {
-    let mut ws: libc::winsize = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCGWINSZ fills a winsize; on failure we ignore the result.
-    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
-    if ok && ws.ws_row > 0 && ws.ws_col > 0 {
-        (ws.ws_row, ws.ws_col)
-    } else {
-        (24, 80)
+    match attach::size() {
+        (0, 0) => (24, 80),
+        rc => rc,
     }
 }
 

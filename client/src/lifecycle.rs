@@ -292,20 +292,7 @@ impl Client {
     /// Ends `session` and starts its stored command under the same id with a new
     /// incarnation. Refuses if the session was replaced meanwhile.
     pub fn restart(&self, session: &SessionRef, grace: Duration) -> Result<Created, ClientError> {
-        let record = self
-            .read_checked(&session.id)?
-            .ok_or_else(|| ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: None,
-            })?;
-        if !record.incarnation.ct_eq(&session.incarnation) {
-            return Err(ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(record.incarnation),
-            });
-        }
+        let record = self.read_expecting(session)?;
         if derive_status(&record) == SessionStatus::Running
             && self.kill(session, libc::SIGTERM, Some(grace))? == KillOutcome::TimedOut
         {

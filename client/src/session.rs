@@ -213,6 +213,26 @@ impl Client {
         Ok(out)
     }
 
+    /// Reads `session`'s record and checks that it still holds `session`'s
+    /// incarnation (constant time): `Replaced` otherwise, with what the id holds now.
+    pub fn read_expecting(&self, session: &SessionRef) -> Result<Record, ClientError> {
+        let record = self
+            .read(&session.id)?
+            .ok_or_else(|| ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: None,
+            })?;
+        if !record.incarnation.ct_eq(&session.incarnation) {
+            return Err(ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(record.incarnation),
+            });
+        }
+        Ok(record)
+    }
+
     /// Reads a record; a corrupt one is a degraded read (exit 7), never an absence.
     pub fn read_checked(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
         self.read(id)
@@ -460,20 +480,7 @@ impl Client {
     /// the session lock and only while the record holds `session`'s incarnation.
     fn signal_proven_child(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
         let _lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
-        let record = self
-            .read(&session.id)?
-            .ok_or_else(|| ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: None,
-            })?;
-        if !record.incarnation.ct_eq(&session.incarnation) {
-            return Err(ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(record.incarnation),
-            });
-        }
+        let record = self.read_expecting(session)?;
         match latch_registry::proc::signal_proven(&record.child, signal) {
             Ok(()) | Err(ProofError::Gone) => Ok(()),
             Err(e) => Err(ClientError::Unreachable(format!(
@@ -490,20 +497,7 @@ impl Client {
         session: &SessionRef,
         limit: Duration,
     ) -> Result<KillOutcome, ClientError> {
-        let record = self
-            .read(&session.id)?
-            .ok_or_else(|| ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: None,
-            })?;
-        if !record.incarnation.ct_eq(&session.incarnation) {
-            return Err(ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(record.incarnation),
-            });
-        }
+        let record = self.read_expecting(session)?;
         let fd = match prove(&record.daemon) {
             Ok(fd) => fd,
             Err(ProofError::Gone | ProofError::Mismatch) => return Ok(KillOutcome::Killed),
@@ -523,20 +517,7 @@ impl Client {
     /// `session`'s incarnation.
     fn log_kill_requested(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
         let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
-        let record = self
-            .read(&session.id)?
-            .ok_or_else(|| ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: None,
-            })?;
-        if !record.incarnation.ct_eq(&session.incarnation) {
-            return Err(ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(record.incarnation),
-            });
-        }
+        self.read_expecting(session)?;
         let mut fields = serde_json::Map::new();
         fields.insert("signal".into(), serde_json::json!(signal));
         self.registry.append_event(
@@ -555,20 +536,7 @@ impl Client {
     /// record still holds `session`'s incarnation. A running session is refused
     /// unless `force`, which kills it through a bound connection first.
     pub fn remove(&self, session: &SessionRef, force: bool) -> Result<(), ClientError> {
-        let record = self
-            .read(&session.id)?
-            .ok_or_else(|| ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: None,
-            })?;
-        if !record.incarnation.ct_eq(&session.incarnation) {
-            return Err(ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(record.incarnation),
-            });
-        }
+        let record = self.read_expecting(session)?;
         if derive_status(&record) == SessionStatus::Running {
             if !force {
                 return Err(ClientError::Refused(format!(
@@ -586,20 +554,7 @@ impl Client {
         }
         let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
         // Compare and act under one lock: re-read, re-check, then remove.
-        let now = self
-            .read(&session.id)?
-            .ok_or_else(|| ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: None,
-            })?;
-        if !now.incarnation.ct_eq(&session.incarnation) {
-            return Err(ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(now.incarnation),
-            });
-        }
+        let now = self.read_expecting(session)?;
         let status = derive_status(&now);
         if status == SessionStatus::Running {
             return Err(ClientError::Busy(format!(

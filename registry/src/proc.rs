@@ -67,11 +67,16 @@ pub fn is_zombie(pid: u32) -> bool {
         .is_some_and(|c| matches!(c, 'Z' | 'X' | 'x'))
 }
 
-/// The current boot id.
+/// The current boot id (read once per process: it cannot change while we run).
 pub fn boot_id() -> io::Result<String> {
-    Ok(fs::read_to_string("/proc/sys/kernel/random/boot_id")?
+    static BOOT_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    if let Some(id) = BOOT_ID.get() {
+        return Ok(id.clone());
+    }
+    let id = fs::read_to_string("/proc/sys/kernel/random/boot_id")?
         .trim()
-        .to_owned())
+        .to_owned();
+    Ok(BOOT_ID.get_or_init(|| id).clone())
 }
 
 /// A pidfd: a handle on one process that never refers to a recycled pid.

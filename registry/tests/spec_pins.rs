@@ -1,0 +1,25 @@
+//! Pins SPEC.md §2.2 and §9's constants to the registry's code.
+
+use latch_registry::events::EVENTS_MAX_BYTES;
+use latch_registry::key::{INCARNATION_DOMAIN, KEY_LEN};
+use latch_registry::{DEFAULTS_FILE, DEFAULT_LOCK_WAIT, KEY_FILE, RECORD_VERSION, SUN_PATH_MAX};
+
+const SPEC: &str = include_str!("../../SPEC.md");
+
+#[test]
+fn registry_constants_match_spec() {
+    assert!(SPEC.contains("`len(\"<root>/<id>.sock\") <= 107` bytes"));
+    assert_eq!(SUN_PATH_MAX, 107);
+    assert!(SPEC.contains("| `registry.key` | 32 random bytes"));
+    assert_eq!((KEY_FILE, KEY_LEN), ("registry.key", 32));
+    assert!(SPEC.contains("| `defaults.json` |"));
+    assert_eq!(DEFAULTS_FILE, "defaults.json");
+    assert!(SPEC.contains("waits at most 2 s (`DEFAULT_LOCK_WAIT`)"));
+    assert_eq!(DEFAULT_LOCK_WAIT.as_secs(), 2);
+    assert!(SPEC.contains("bounded at 256 KiB\n(`EVENTS_MAX_BYTES`)"));
+    assert_eq!(EVENTS_MAX_BYTES, 256 * 1024);
+    assert!(SPEC.contains("| version | 1 | record format |"));
+    assert_eq!(RECORD_VERSION, 1);
+    assert!(SPEC.contains("HMAC-SHA256(key, \"latch/incarnation/v1\" || 0x00"));
+    assert_eq!(INCARNATION_DOMAIN, b"latch/incarnation/v1");
+}

@@ -1,0 +1,137 @@
+//! Pins SPEC.md's tables to the code by reading SPEC.md itself: if either side
+//! changes alone, this fails.
+
+use latch_wire::frame::{ErrorCode, CLIENT_NAME_MAX_LEN};
+use latch_wire::framing::MAGIC;
+use latch_wire::legacy::{code, LEGACY_DEFAULT_CAP, LEGACY_MAX_CAP};
+use latch_wire::limits::*;
+use latch_wire::{ids, version};
+
+const SPEC: &str = include_str!("../../SPEC.md");
+
+/// The rows (cells, trimmed) of the first table at or after `heading` (a heading,
+/// or a table's header row).
+fn table(heading: &str) -> Vec<Vec<String>> {
+    let start = SPEC
+        .find(heading)
+        .unwrap_or_else(|| panic!("SPEC.md has no {heading:?}"));
+    SPEC[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| "))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2) // header and separator
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn limits_table_matches_the_code() {
+    let rows = table("## 8. Limits and timeouts");
+    let want: &[(&str, u64)] = &[
+        ("MAX_CLIENT_FRAME", MAX_CLIENT_FRAME as u64),
+        ("MAX_SERVER_FRAME", MAX_SERVER_FRAME as u64),
+        ("MAX_OUTPUT_CHUNK", MAX_OUTPUT_CHUNK as u64),
+        ("HANDSHAKE_TIMEOUT_MS", HANDSHAKE_TIMEOUT_MS),
+        ("MAX_CONNECTIONS", MAX_CONNECTIONS as u64),
+        ("CLIENT_QUEUE_BYTES", CLIENT_QUEUE_BYTES as u64),
+        ("CLIENT_NAME_MAX_LEN", CLIENT_NAME_MAX_LEN as u64),
+        ("LEGACY_MAX_CAP", LEGACY_MAX_CAP as u64),
+        ("LEGACY_DEFAULT_CAP", LEGACY_DEFAULT_CAP as u64),
+    ];
+    assert_eq!(rows.len(), want.len(), "{rows:?}");
+    for (name, value) in want {
+        let row = rows
+            .iter()
+            .find(|r| r[0] == *name)
+            .unwrap_or_else(|| panic!("SPEC §8 lacks {name}"));
+        assert_eq!(row[1].parse::<u64>().unwrap(), *value, "{name}");
+    }
+}
+
+#[test]
+fn error_code_table_matches_the_code() {
+    let rows = table("### 4.3 Error codes");
+    assert_eq!(rows.len(), 19);
+    for row in rows {
+        let n: u16 = row[0].parse().unwrap();
+        let code = ErrorCode::from_u16(n);
+        assert_eq!(code.name(), row[1], "code {n}");
+        assert_eq!(code.is_fatal(), row[2] == "yes", "fatality of {}", row[1]);
+    }
+}
+
+#[test]
+fn frame_tables_match_the_code() {
+    let client = table("### 4.1 Client frames");
+    let names: Vec<(&str, &str)> = client
+        .iter()
+        .map(|r| (r[0].as_str(), r[1].as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("0", "HELLO"),
+            ("1", "STATUS"),
+            ("2", "BIND"),
+            ("3", "ATTACH"),
+            ("4", "PEEK"),
+            ("5", "INPUT"),
+            ("6", "RESIZE"),
+            ("7", "SIGNAL"),
+            ("8", "DETACH"),
+            ("9", "PING"),
+            ("10", "STOP"),
+        ]
+    );
+    let server = table("### 4.2 Server frames");
+    let names: Vec<&str> = server.iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "WELCOME", "STATUS", "BOUND", "GEOMETRY", "SCREEN", "OUTPUT", "EXIT", "ERROR", "PONG",
+            "DETACHED"
+        ]
+    );
+    // The indices themselves are pinned to the encoder in tests/frames.rs.
+}
+
+#[test]
+fn legacy_table_matches_the_code() {
+    let rows = table("| code | name | payload |");
+    let got: Vec<(u8, &str)> = rows
+        .iter()
+        .map(|r| (r[0].parse().unwrap(), r[1].as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (code::DATA, "DATA"),
+            (code::ATTACH, "ATTACH"),
+            (code::DETACH, "DETACH"),
+            (code::RESIZE, "RESIZE"),
+            (code::EXIT, "EXIT"),
+            (code::SCREEN, "SCREEN"),
+            (code::PEEK, "PEEK"),
+            (code::STATUS, "STATUS"),
+            (code::GEOMETRY, "GEOMETRY"),
+        ]
+    );
+}
+
+#[test]
+fn prose_constants_match_the_code() {
+    assert!(SPEC.contains("MAGIC = 89 4C 41 54 43 48 0D 0A"));
+    assert_eq!(MAGIC, [0x89, 0x4C, 0x41, 0x54, 0x43, 0x48, 0x0D, 0x0A]);
+    assert!(SPEC.contains("`SESSION_ID_MAX_LEN = 64`"));
+    assert_eq!(ids::SESSION_ID_MAX_LEN, 64);
+    assert!(SPEC.contains("`SUPPORTED = {min: 2, max: 2}`"));
+    assert_eq!((version::SUPPORTED.min, version::SUPPORTED.max), (2, 2));
+    assert!(SPEC.contains("lowercase hex; 68 characters"));
+    assert_eq!(ids::INCARNATION_TEXT_LEN, 68);
+    assert!(SPEC.contains("\"latch/incarnation/v1\""));
+}

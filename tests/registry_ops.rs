@@ -356,3 +356,71 @@ fn unknown_ids_are_not_found_and_unreachable_daemons_are_unreachable() {
     .unwrap();
     assert_eq!(r.code, 7, "{r:?}");
 }
+
+#[test]
+fn events_follow_and_wait_are_event_driven() {
+    use std::io::BufRead;
+    let reg = Reg::new();
+    let inc = reg.new_session("ev", &["cat"]);
+    let mut follower = reg
+        .cmd()
+        .args(["events", "--all", "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    // The existing history comes first.
+    let first: serde_json::Value =
+        serde_json::from_str(&rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap())
+            .unwrap();
+    assert_eq!(first["type"], "session_start");
+    assert_eq!(first["incarnation"], inc.as_str());
+    // A change made now is followed.
+    reg.run(&["tag", "ev", "live=1"]).ok();
+    let next: serde_json::Value =
+        serde_json::from_str(&rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap())
+            .unwrap();
+    assert_eq!(next["type"], "metadata_change");
+    assert_eq!(next["changes"]["tags.live"]["new"], "1");
+    follower.kill().unwrap();
+    follower.wait().unwrap();
+
+    // --wait returns the matching event once it happens.
+    let waiter = reg
+        .cmd()
+        .args([
+            "events",
+            &format!("ev@{inc}"),
+            "--wait",
+            "session_exit",
+            "--json",
+            "--timeout",
+            "10",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    reg.run(&["kill", "ev"]).ok();
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let ev: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ev["signal"], 15);
+    // A wait that cannot be satisfied times out with exit 7.
+    let r = reg.run(&[
+        "events",
+        "ev",
+        "--wait",
+        "no_such_event",
+        "--timeout",
+        "0.2",
+    ]);
+    assert_eq!(r.code, 7, "{r:?}");
+}

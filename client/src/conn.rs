@@ -24,6 +24,8 @@ pub struct FrameReader {
     stream: UnixStream,
     codec: ClientCodec,
     buf: BytesMut,
+    /// Whether a whole frame has been read (errors before it are handshake errors).
+    read_one: bool,
 }
 
 /// One end of a connection that writes frames.
@@ -34,14 +36,31 @@ pub struct FrameWriter {
     out: BytesMut,
 }
 
-fn frame_err(e: FrameError) -> ClientError {
+/// What to do about a daemon that does not speak this client's protocol.
+const UPGRADE_HINT: &str =
+    "restart the session with this latch (latch restart) to upgrade its daemon, \
+     or use the latch that started it";
+
+/// Maps a framing error; `buf` holds the unread bytes (the peer's answer, for
+/// `BadOpening`), `first` whether no frame has been read yet on this connection.
+fn frame_err(e: FrameError, buf: &[u8], first: bool) -> ClientError {
     match e {
         FrameError::LegacyPeer(_) => ClientError::Protocol(format!(
-            "{e}; the daemon is older than this client: restart the session (latch restart) to upgrade it"
+            "{e}; the daemon is older than this client: {UPGRADE_HINT}"
         )),
-        FrameError::BadOpening => ClientError::Protocol(
-            "the peer's answer is not latch protocol framing (is this a latch socket?)".into(),
-        ),
+        FrameError::BadOpening => {
+            let shown: Vec<String> = buf.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            ClientError::Protocol(format!(
+                "the peer's answer is neither latch protocol nor the legacy pty framing \
+                 (first bytes {}): something other than a latch daemon listens on the \
+                 session's socket; nothing was sent beyond HELLO; {UPGRADE_HINT}",
+                shown.join(" ")
+            ))
+        }
+        other if first => ClientError::Protocol(format!(
+            "the daemon's first frame is invalid ({other}): it does not speak latch protocol \
+             as this client does; {UPGRADE_HINT}"
+        )),
         other => ClientError::Protocol(other.to_string()),
     }
 }
@@ -60,21 +79,34 @@ impl FrameReader {
     pub fn read_frame(&mut self) -> Result<Option<ServerFrame>, ClientError> {
         let mut chunk = [0u8; 64 * 1024];
         loop {
-            if let Some(f) = self.codec.decode_server(&mut self.buf).map_err(frame_err)? {
-                return Ok(Some(f));
+            match self.codec.decode_server(&mut self.buf) {
+                Ok(Some(f)) => {
+                    self.read_one = true;
+                    return Ok(Some(f));
+                }
+                Ok(None) => {}
+                Err(e) => return Err(frame_err(e, &self.buf, !self.read_one)),
             }
             let n = match self.stream.read(&mut chunk) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // An older daemon reads MAGIC as a legacy header (type 0x89, 1.2 GiB),
+                // refuses it and closes with the rest of HELLO unread: on a Unix socket
+                // that reaches us as a reset, not EOF (SPEC.md §6). Same as EOF here.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset && !self.codec.answered() => {
+                    return Err(ClientError::Protocol(format!(
+                        "the daemon reset the connection without answering latch protocol 2; \
+                         it may be an older daemon: {UPGRADE_HINT}"
+                    )));
+                }
                 Err(e) => return Err(io_err("read", e)),
             };
             if n == 0 {
                 if !self.codec.answered() {
-                    return Err(ClientError::Protocol(
+                    return Err(ClientError::Protocol(format!(
                         "the daemon closed the connection without answering latch protocol 2; \
-                         it may be an older daemon (restart the session to upgrade it)"
-                            .into(),
-                    ));
+                         it may be an older daemon: {UPGRADE_HINT}"
+                    )));
                 }
                 if self.buf.is_empty() {
                     return Ok(None);
@@ -161,6 +193,7 @@ impl Connection {
             stream,
             codec,
             buf: BytesMut::new(),
+            read_one: false,
         };
         let hs = ClientHandshake::default();
         writer.write_frame(&hs.hello())?;
@@ -229,15 +262,17 @@ impl Connection {
 
 fn handshake_err(e: HandshakeError) -> ClientError {
     match e {
-        HandshakeError::Downgrade { .. } => ClientError::Protocol(e.to_string()),
+        HandshakeError::Downgrade { .. } => ClientError::Protocol(format!(
+            "{e}; refused (no downgrade), nothing was sent beyond HELLO; {UPGRADE_HINT}"
+        )),
         HandshakeError::Refused {
             code: ErrorCode::VersionUnsupported,
             detail,
         } => ClientError::Protocol(format!(
-            "no common protocol version ({detail}); restart the session with this latch to upgrade it"
+            "no common protocol version ({detail}); {UPGRADE_HINT}"
         )),
         HandshakeError::Refused { code, detail } => ClientError::Daemon { code, detail },
-        other => ClientError::Protocol(other.to_string()),
+        other => ClientError::Protocol(format!("{other}; {UPGRADE_HINT}")),
     }
 }
 

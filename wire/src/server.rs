@@ -405,14 +405,19 @@ impl ServerConn {
             LegacyClientFrame::Status => vec![Out::Status],
             LegacyClientFrame::Detach => vec![Out::Effect(Effect::Detach), Out::Close],
             LegacyClientFrame::Unknown(_) => Vec::new(),
+            // A second ATTACH on an attached connection is ignored, as before.
+            LegacyClientFrame::Attach(_) if attached => Vec::new(),
+            // While draining, PEEK and ATTACH cannot be served, and the old framing has
+            // no error packet: close, so the client is not left waiting for a SCREEN
+            // that never comes (a drain need not end). Input and resize are dropped.
+            LegacyClientFrame::Peek { .. } | LegacyClientFrame::Attach(_) if env.draining => {
+                vec![Out::Close]
+            }
             _ if env.draining => Vec::new(),
             LegacyClientFrame::Peek { plain, full } => {
                 vec![Out::Effect(Effect::Peek { plain, full })]
             }
             LegacyClientFrame::Attach(size) => {
-                if attached {
-                    return Vec::new();
-                }
                 self.state = ConnState::Legacy { attached: true };
                 let (rows, cols) = size.unwrap_or((0, 0));
                 vec![Out::Effect(Effect::Attach {

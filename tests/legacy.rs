@@ -1,0 +1,1154 @@
+//! End to end: clients of the older `pty` framing under each legacy policy, and
+//! downgrade protection against daemons that do not answer latch protocol 2
+//! (issue 6; BRIEF.md invariant 10; SPEC.md §5.1, §6, §7).
+//!
+//! The legacy client here is written from SPEC.md §7 and ANCHORS.md alone: it does not
+//! use `latch_wire::legacy`. Packets are `[type u8][length u32 BE][payload]`, encoded and
+//! parsed by hand over a blocking `UnixStream` with read timeouts. Nothing sleeps: every
+//! wait is a socket read (with a timeout) or `latch peek --wait`.
+//!
+//! The fake daemons (downgrade tests) play a strict daemon, so they may use
+//! `latch_wire`'s strict frame encoder and decoder.
+
+mod support;
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::Reg;
+
+/// Longest any single wait may take before the test fails.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A program that answers each input line with the line and the terminal size it sees.
+const LOOP: &[&str] = &[
+    "sh",
+    "-c",
+    "echo READY; while read x; do echo \"GOT:$x SIZE:$(stty size)\"; done",
+];
+
+// ---------------------------------------------------------------------------------
+// A legacy client, from SPEC.md §7 only.
+// ---------------------------------------------------------------------------------
+
+/// Legacy packet types (SPEC.md §7), written out rather than imported on purpose.
+const DATA: u8 = 0;
+const ATTACH: u8 = 1;
+const DETACH: u8 = 2;
+const RESIZE: u8 = 3;
+const EXIT: u8 = 4;
+const SCREEN: u8 = 5;
+const PEEK: u8 = 6;
+const STATUS: u8 = 7;
+const GEOMETRY: u8 = 10;
+
+/// The daemon's default legacy packet cap (SPEC.md §8, LEGACY_DEFAULT_CAP).
+const LEGACY_CAP: u32 = 1024 * 1024;
+
+const ESC: u8 = 0x1b;
+
+/// One legacy packet as received.
+#[derive(Debug)]
+struct Packet {
+    /// The five header bytes exactly as they arrived.
+    header: [u8; 5],
+    payload: Vec<u8>,
+}
+
+impl Packet {
+    fn kind(&self) -> u8 {
+        self.header[0]
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.payload).into_owned()
+    }
+}
+
+/// What the next read brought.
+#[derive(Debug)]
+enum Got {
+    Packet(Packet),
+    /// EOF before any byte of a packet.
+    Closed,
+    /// ECONNRESET before any byte of a packet (the daemon closed with our bytes unread).
+    Reset,
+}
+
+/// `[rows u16 BE][cols u16 BE]`.
+fn size_payload(rows: u16, cols: u16) -> [u8; 4] {
+    let r = rows.to_be_bytes();
+    let c = cols.to_be_bytes();
+    [r[0], r[1], c[0], c[1]]
+}
+
+/// A legacy client connection.
+struct Legacy {
+    stream: UnixStream,
+}
+
+impl Legacy {
+    fn connect(reg: &Reg, id: &str) -> Self {
+        let stream = UnixStream::connect(sock(reg, id))
+            .unwrap_or_else(|e| panic!("connect to {id}'s socket: {e}"));
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(TIMEOUT)).unwrap();
+        Self { stream }
+    }
+
+    /// Writes raw bytes; the error is returned, not unwrapped (a daemon that closed the
+    /// connection makes a later write fail).
+    fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// `[kind][len u32 BE][payload]`.
+    fn encode(kind: u8, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len()).expect("payload fits u32");
+        let mut out = Vec::with_capacity(5 + payload.len());
+        out.push(kind);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// Sends one packet; panics if the daemon is gone.
+    #[track_caller]
+    fn send(&mut self, kind: u8, payload: &[u8]) {
+        self.write_raw(&Self::encode(kind, payload))
+            .unwrap_or_else(|e| panic!("sending packet type {kind}: {e}"));
+    }
+
+    /// Sends one packet, tolerating a daemon that already closed the connection.
+    fn try_send(&mut self, kind: u8, payload: &[u8]) {
+        let _ = self.write_raw(&Self::encode(kind, payload));
+    }
+
+    /// Fills `buf`. `Ok(Some(..))` when full; `Ok(None)` on EOF/reset before the first
+    /// byte (as `Got`); panics on a timeout or on EOF part-way.
+    fn fill(&mut self, buf: &mut [u8]) -> Option<Got> {
+        let mut at = 0;
+        while at < buf.len() {
+            match self.stream.read(&mut buf[at..]) {
+                Ok(0) if at == 0 => return Some(Got::Closed),
+                Ok(0) => panic!(
+                    "connection closed {at} bytes into a {}-byte read",
+                    buf.len()
+                ),
+                Ok(n) => at += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset && at == 0 => {
+                    return Some(Got::Reset)
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    panic!("no answer within {TIMEOUT:?} ({at} of {} bytes)", buf.len())
+                }
+                Err(e) => panic!("read failed: {e}"),
+            }
+        }
+        None
+    }
+
+    /// The next packet, or how the connection ended.
+    fn next(&mut self) -> Got {
+        let mut header = [0u8; 5];
+        if let Some(end) = self.fill(&mut header) {
+            return end;
+        }
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]);
+        // A sane daemon never sends more than 16 MiB (SPEC.md §8); a larger length
+        // means the header is not big-endian or the stream is out of step.
+        assert!(
+            len <= 16 * 1024 * 1024,
+            "implausible length in header {header:?}"
+        );
+        let mut payload = vec![0u8; len as usize];
+        if let Some(end) = self.fill(&mut payload) {
+            panic!("connection ended ({end:?}) inside a packet with header {header:?}");
+        }
+        Got::Packet(Packet { header, payload })
+    }
+
+    /// The next packet; panics if the connection ended.
+    #[track_caller]
+    fn packet(&mut self, what: &str) -> Packet {
+        match self.next() {
+            Got::Packet(p) => p,
+            end => panic!("expected {what}, but the connection ended: {end:?}"),
+        }
+    }
+
+    /// Asserts that the daemon closed the connection without sending a single byte.
+    #[track_caller]
+    fn assert_closed_without_reply(&mut self, context: &str) {
+        let mut byte = [0u8; 1];
+        match self.stream.read(&mut byte) {
+            Ok(0) => {}
+            Ok(_) => panic!(
+                "{context}: the daemon replied (first byte {:#04x})",
+                byte[0]
+            ),
+            Err(e) => panic!("{context}: expected EOF with zero bytes, got {e}"),
+        }
+    }
+
+    /// STATUS: one STATUS packet holding a JSON object.
+    #[track_caller]
+    fn status(&mut self) -> Value {
+        self.send(STATUS, &[]);
+        let p = self.packet("STATUS");
+        assert_eq!(p.kind(), STATUS, "expected STATUS, got {p:?}");
+        let v: Value = serde_json::from_slice(&p.payload)
+            .unwrap_or_else(|e| panic!("STATUS payload is not JSON ({e}): {:?}", p.text()));
+        assert!(v.is_object(), "STATUS is not an object: {v}");
+        v
+    }
+
+    /// PEEK with `flags`: exactly one SCREEN. Proves nothing else follows it by asking
+    /// STATUS next on the same connection: the STATUS reply must be the next packet.
+    #[track_caller]
+    fn peek(&mut self, flags: u8) -> Vec<u8> {
+        self.send(PEEK, &[flags]);
+        let p = self.packet("SCREEN");
+        assert_eq!(
+            p.header[0], SCREEN,
+            "PEEK {flags:#04b}: expected SCREEN, got {p:?}"
+        );
+        let len = u32::try_from(p.payload.len()).unwrap();
+        assert_eq!(p.header[1..], len.to_be_bytes(), "length is big-endian");
+        self.status();
+        p.payload
+    }
+
+    /// ATTACH with a size: checks that GEOMETRY (byte-exact, `want` rows and cols) and
+    /// then one SCREEN arrive; returns the SCREEN.
+    #[track_caller]
+    fn attach(&mut self, rows: u16, cols: u16, want: (u16, u16)) -> String {
+        self.send(ATTACH, &size_payload(rows, cols));
+        self.expect_geometry(want);
+        let screen = self.packet("SCREEN after GEOMETRY");
+        assert_eq!(screen.kind(), SCREEN, "expected SCREEN, got {screen:?}");
+        screen.text()
+    }
+
+    #[track_caller]
+    fn expect_geometry(&mut self, (rows, cols): (u16, u16)) {
+        let g = self.packet("GEOMETRY");
+        let mut want = vec![GEOMETRY, 0, 0, 0, 4];
+        want.extend_from_slice(&size_payload(rows, cols));
+        let mut got = g.header.to_vec();
+        got.extend_from_slice(&g.payload);
+        assert_eq!(got, want, "GEOMETRY {rows}x{cols}, byte-exact");
+    }
+
+    /// Reads DATA packets until their concatenation contains `text`; any other packet
+    /// type fails the test.
+    #[track_caller]
+    fn data_until(&mut self, text: &str) -> String {
+        let mut seen = Vec::new();
+        loop {
+            let p = self.packet(&format!("DATA containing {text:?}"));
+            assert_eq!(
+                p.kind(),
+                DATA,
+                "only DATA may follow the SCREEN here; got {p:?} after {:?}",
+                String::from_utf8_lossy(&seen)
+            );
+            seen.extend_from_slice(&p.payload);
+            let s = String::from_utf8_lossy(&seen);
+            if s.contains(text) {
+                return s.into_owned();
+            }
+        }
+    }
+}
+
+fn sock(reg: &Reg, id: &str) -> PathBuf {
+    reg.path(&format!("{id}.sock"))
+}
+
+// ---------------------------------------------------------------------------------
+// Helpers over the CLI.
+// ---------------------------------------------------------------------------------
+
+/// `latch new -d --json --id ID --legacy POLICY -- CMD...`; returns the incarnation.
+#[track_caller]
+fn new_session(reg: &Reg, id: &str, policy: &str, cmd: &[&str]) -> String {
+    let mut args = vec!["new", "-d", "--json", "--id", id, "--legacy", policy, "--"];
+    args.extend_from_slice(cmd);
+    let r = reg.run(&args);
+    assert_eq!(r.code, 0, "{r:?}");
+    r.json()["incarnation"].as_str().unwrap().to_owned()
+}
+
+/// The daemon's view through the strict client: `latch status ID --json`.
+#[track_caller]
+fn strict_status(reg: &Reg, id: &str) -> Value {
+    let r = reg.run(&["status", id, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    r.json()["daemon"].clone()
+}
+
+#[track_caller]
+fn pty_size(reg: &Reg, id: &str) -> (u64, u64) {
+    let d = strict_status(reg, id);
+    (d["rows"].as_u64().unwrap(), d["cols"].as_u64().unwrap())
+}
+
+/// Sends a line through the strict client and waits until the program has answered
+/// it; returns the answer line (`GOT:<text> SIZE:<rows> <cols>`). Input reaches the
+/// PTY in the order the daemon handled it, so anything a legacy connection managed
+/// to queue before this call would have been answered first.
+#[track_caller]
+fn strict_round_trip(reg: &Reg, id: &str, text: &str) -> (String, String) {
+    reg.run(&["send", id, &format!("{text}\n")]).ok();
+    let screen = reg.wait_for(id, &format!("GOT:{text} SIZE:"));
+    let line = screen
+        .lines()
+        .find(|l| l.starts_with(&format!("GOT:{text} ")))
+        .unwrap_or_else(|| panic!("no answer line for {text:?} in {screen:?}"))
+        .trim_end()
+        .to_owned();
+    (line, screen)
+}
+
+fn pid_of(v: &Value) -> u32 {
+    u32::try_from(v.as_u64().expect("a pid")).expect("pid fits u32")
+}
+
+// ---------------------------------------------------------------------------------
+// 2. What observe and full serve, byte-exact.
+// ---------------------------------------------------------------------------------
+
+/// ATTACH gets GEOMETRY, one SCREEN, DATA after the cut, and EXIT (i32 BE), then the
+/// daemon closes.
+fn attach_stream_is_byte_exact(policy: &str) {
+    let reg = Reg::new();
+    let id = format!("att-{policy}");
+    new_session(
+        &reg,
+        &id,
+        policy,
+        &["sh", "-c", "echo READY; read x; echo BYE-$x; exit 7"],
+    );
+    reg.wait_for(&id, "READY");
+    assert_eq!(pty_size(&reg, &id), (24, 80));
+    let full = policy == "full";
+
+    let mut c = Legacy::connect(&reg, &id);
+    // A read-write legacy client's size sets the PTY (full); a read-only one does not.
+    let want = if full { (30, 100) } else { (24, 80) };
+    let screen = c.attach(30, 100, want);
+    assert!(
+        screen.contains("READY"),
+        "SCREEN lacks earlier output: {screen:?}"
+    );
+    assert_eq!(pty_size(&reg, &id), (u64::from(want.0), u64::from(want.1)));
+
+    if full {
+        c.send(DATA, b"go\n");
+    } else {
+        reg.run(&["send", &id, "go\n"]).ok();
+    }
+    let out = c.data_until("BYE-go");
+    assert!(
+        !out.contains("READY"),
+        "output before the cut was sent twice: {out:?}"
+    );
+
+    // Then EXIT carrying the code as i32 big-endian, and nothing else before it.
+    let mut seen_after = Vec::new();
+    let exit = loop {
+        let p = c.packet("EXIT");
+        match p.kind() {
+            DATA => seen_after.extend_from_slice(&p.payload),
+            _ => break p,
+        }
+    };
+    assert_eq!(
+        (exit.header, exit.payload.as_slice()),
+        ([EXIT, 0, 0, 0, 4], &[0u8, 0, 0, 7][..]),
+        "EXIT 7 byte-exact (after DATA {:?})",
+        String::from_utf8_lossy(&seen_after)
+    );
+    // The session is over: the daemon closes the connection.
+    match c.next() {
+        Got::Closed => {}
+        other => panic!("expected the daemon to close after EXIT, got {other:?}"),
+    }
+    reg.wait_exit(&id);
+    let rec = reg.record(&id);
+    assert_eq!(rec["exit"]["code"], 7, "{rec}");
+}
+
+#[test]
+fn observe_attach_gets_geometry_screen_data_exit() {
+    attach_stream_is_byte_exact("observe");
+}
+
+#[test]
+fn full_attach_gets_geometry_screen_data_exit() {
+    attach_stream_is_byte_exact("full");
+}
+
+/// A program killed by a signal: the legacy EXIT carries 128 + the signal.
+#[test]
+fn legacy_exit_code_for_a_signal_is_128_plus_signal() {
+    let reg = Reg::new();
+    new_session(
+        &reg,
+        "sig",
+        "observe",
+        &["sh", "-c", "echo READY; exec cat"],
+    );
+    reg.wait_for("sig", "READY");
+    let mut c = Legacy::connect(&reg, "sig");
+    c.attach(0, 0, (24, 80));
+    reg.run(&["kill", "sig", "--signal", "KILL"]).ok();
+    let exit = loop {
+        let p = c.packet("EXIT");
+        if p.kind() != DATA {
+            break p;
+        }
+    };
+    assert_eq!(exit.header, [EXIT, 0, 0, 0, 4]);
+    assert_eq!(
+        exit.payload,
+        137i32.to_be_bytes(),
+        "128 + SIGKILL, big-endian"
+    );
+}
+
+#[test]
+fn peek_flags_select_plain_and_full() {
+    for policy in ["observe", "full"] {
+        let reg = Reg::new();
+        let id = format!("pk-{policy}");
+        // 60 lines scroll the first ones off a 24-row screen; the last is bold.
+        new_session(
+            &reg,
+            &id,
+            policy,
+            &[
+                "sh",
+                "-c",
+                "seq -f LINE-%03g 1 60; printf '\\033[1mBOLD-END\\033[0m\\n'; exec cat",
+            ],
+        );
+        reg.wait_for(&id, "BOLD-END");
+        let mut c = Legacy::connect(&reg, &id);
+        for flags in [0b00u8, 0b01, 0b10, 0b11] {
+            let plain = flags & 1 != 0;
+            let full = flags & 2 != 0;
+            let screen = c.peek(flags);
+            let text = String::from_utf8_lossy(&screen);
+            assert!(text.contains("BOLD-END"), "{policy} {flags:#04b}: {text:?}");
+            assert!(text.contains("LINE-060"), "{policy} {flags:#04b}: {text:?}");
+            assert_eq!(
+                text.contains("LINE-001"),
+                full,
+                "{policy} {flags:#04b}: scrollback only with bit1: {text:?}"
+            );
+            assert_eq!(
+                screen.contains(&ESC),
+                !plain,
+                "{policy} {flags:#04b}: ESC only without bit0 (the bold line has attributes)"
+            );
+        }
+        // A fresh connection may open with PEEK too.
+        let mut fresh = Legacy::connect(&reg, &id);
+        assert!(String::from_utf8_lossy(&fresh.peek(0b01)).contains("BOLD-END"));
+    }
+}
+
+#[test]
+fn status_json_carries_the_old_fields_plus_incarnation_and_policy() {
+    for policy in ["observe", "full"] {
+        let reg = Reg::new();
+        let id = format!("st-{policy}");
+        let args = [
+            "new",
+            "-d",
+            "--json",
+            "--id",
+            &id,
+            "--name",
+            "legacy box",
+            "--legacy",
+            policy,
+            "--",
+            "sh",
+            "-c",
+            "echo READY; exec cat",
+        ];
+        let r = reg.run(&args);
+        assert_eq!(r.code, 0, "{r:?}");
+        let printed = r.json();
+        let inc = printed["incarnation"].as_str().unwrap().to_owned();
+
+        // Wait through a legacy attachment (no strict attachment ever exists here, so
+        // the client counts below are exact).
+        let mut att = Legacy::connect(&reg, &id);
+        let screen = att.attach(0, 0, (24, 80));
+        if !screen.contains("READY") {
+            att.data_until("READY");
+        }
+
+        let rec = reg.record(&id);
+        let mut c = Legacy::connect(&reg, &id);
+        let v = c.status();
+        assert_eq!(v["name"], "legacy box", "{v}");
+        assert_eq!(v["id"], id.as_str(), "{v}");
+        assert_eq!(
+            v["incarnation"],
+            inc.as_str(),
+            "the incarnation `new` printed: {v}"
+        );
+        assert_eq!(v["legacyPolicy"], policy, "{v}");
+        assert_eq!(
+            (v["rows"].as_u64(), v["cols"].as_u64()),
+            (Some(24), Some(80)),
+            "{v}"
+        );
+        assert!(
+            v["cursor"]["row"].is_u64() && v["cursor"]["col"].is_u64(),
+            "{v}"
+        );
+        assert_eq!(v["process"]["alive"], true, "{v}");
+        assert!(v["process"]["exitCode"].is_null(), "{v}");
+        assert_eq!(
+            pid_of(&v["process"]["pid"]),
+            pid_of(&rec["child"]["pid"]),
+            "{v}"
+        );
+        assert_eq!(
+            pid_of(&v["daemonPid"]),
+            pid_of(&rec["daemon"]["pid"]),
+            "{v}"
+        );
+        assert_eq!(pid_of(&v["process"]["pid"]), pid_of(&printed["childPid"]));
+        // The attached legacy client counts as a writer under full, a reader otherwise.
+        let (writers, readers) = if policy == "full" { (1, 0) } else { (0, 1) };
+        assert_eq!(v["clients"]["writers"], writers, "{v}");
+        assert_eq!(v["clients"]["readers"], readers, "{v}");
+        assert!(v["uptimeSeconds"].is_u64(), "{v}");
+        let created = v["createdAt"].as_str().expect("createdAt is a string");
+        assert!(
+            created.len() == 24 && created.ends_with('Z') && created.as_bytes()[10] == b'T',
+            "createdAt is ISO-8601 UTC with milliseconds: {created:?}"
+        );
+        assert_eq!(v["createdAtMs"], rec["createdAtMs"], "{v}");
+        assert_eq!(v["draining"], false, "{v}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// 3. Observe changes nothing; off closes at once; full reaches the program.
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn observe_drops_legacy_input_and_resize() {
+    let reg = Reg::new();
+    new_session(&reg, "obs", "observe", LOOP);
+    reg.wait_for("obs", "READY");
+
+    // An attached (read-only) legacy client, and a plain command connection.
+    let mut att = Legacy::connect(&reg, "obs");
+    att.attach(10, 10, (24, 80));
+    let mut cmd = Legacy::connect(&reg, "obs");
+    cmd.send(DATA, b"evil-cmd\n");
+    cmd.send(RESIZE, &size_payload(11, 11));
+    att.send(DATA, b"evil-att\n");
+    att.send(RESIZE, &size_payload(12, 12));
+    // Frames on one connection are handled in order: the STATUS replies prove both
+    // connections' DATA and RESIZE were handled (and dropped) before them. On the
+    // attached connection, no GEOMETRY may come before the STATUS (no resize).
+    let v = cmd.status();
+    assert_eq!(
+        (v["rows"].as_u64(), v["cols"].as_u64()),
+        (Some(24), Some(80))
+    );
+    let v = att.status();
+    assert_eq!(
+        (v["rows"].as_u64(), v["cols"].as_u64()),
+        (Some(24), Some(80))
+    );
+
+    let (line, screen) = strict_round_trip(&reg, "obs", "strict-marker");
+    assert_eq!(line, "GOT:strict-marker SIZE:24 80", "{screen:?}");
+    assert!(
+        !screen.contains("evil"),
+        "legacy input reached the PTY: {screen:?}"
+    );
+    assert_eq!(pty_size(&reg, "obs"), (24, 80));
+    // The attached observer saw the program's answer, as DATA only.
+    att.data_until("GOT:strict-marker");
+}
+
+#[test]
+fn off_closes_every_legacy_connection_before_any_reply() {
+    let reg = Reg::new();
+    new_session(&reg, "off", "off", LOOP);
+    reg.wait_for("off", "READY");
+    let packets: [(u8, &[u8]); 8] = [
+        (STATUS, &[]),
+        (PEEK, &[0]),
+        (PEEK, &[3]),
+        (ATTACH, &size_payload(10, 10)),
+        (DATA, b"evil-off\n"),
+        (RESIZE, &size_payload(11, 11)),
+        (DETACH, &[]),
+        (9, b"xyz"),
+    ];
+    for (kind, payload) in packets {
+        let mut c = Legacy::connect(&reg, "off");
+        c.send(kind, payload);
+        c.assert_closed_without_reply(&format!("policy off, packet type {kind}"));
+    }
+    // The closes above happened after the daemon read each packet, so this strict
+    // round trip is ordered after them.
+    let (line, screen) = strict_round_trip(&reg, "off", "after-off");
+    assert_eq!(line, "GOT:after-off SIZE:24 80", "{screen:?}");
+    assert!(
+        !screen.contains("evil"),
+        "legacy input reached the PTY: {screen:?}"
+    );
+    let st = strict_status(&reg, "off");
+    assert_eq!(
+        (st["writers"].as_u64(), st["legacyPolicy"].as_str()),
+        (Some(0), Some("off"))
+    );
+}
+
+#[test]
+fn full_delivers_legacy_input_and_resize() {
+    let reg = Reg::new();
+    new_session(&reg, "ful", "full", LOOP);
+    reg.wait_for("ful", "READY");
+    // A command connection: input reaches the program, RESIZE sets the PTY size.
+    let mut cmd = Legacy::connect(&reg, "ful");
+    cmd.send(DATA, b"first\n");
+    reg.wait_for("ful", "GOT:first SIZE:24 80");
+    cmd.send(RESIZE, &size_payload(33, 101));
+    let v = cmd.status();
+    assert_eq!(
+        (v["rows"].as_u64(), v["cols"].as_u64()),
+        (Some(33), Some(101))
+    );
+    cmd.send(DATA, b"second\n");
+    reg.wait_for("ful", "GOT:second SIZE:33 101");
+    assert_eq!(pty_size(&reg, "ful"), (33, 101));
+
+    // An attached writer: its size counts, its RESIZE is announced by GEOMETRY, and
+    // its input echoes back to it as DATA.
+    let mut att = Legacy::connect(&reg, "ful");
+    att.attach(20, 70, (20, 70));
+    att.send(RESIZE, &size_payload(21, 71));
+    att.expect_geometry((21, 71));
+    att.send(DATA, b"third\n");
+    att.data_until("GOT:third SIZE:21 71");
+    assert_eq!(pty_size(&reg, "ful"), (21, 71));
+    // Strict clients keep working alongside.
+    let (line, _) = strict_round_trip(&reg, "ful", "strict-too");
+    assert_eq!(line, "GOT:strict-too SIZE:21 71");
+}
+
+// ---------------------------------------------------------------------------------
+// 4. The matrix {strict, legacy} x {off, observe, full}.
+// ---------------------------------------------------------------------------------
+
+/// How a fenced legacy request ended: the daemon answered STATUS after it (so it was
+/// handled), or closed the connection.
+fn fenced(c: &mut Legacy) -> Option<Value> {
+    c.try_send(STATUS, &[]);
+    match c.next() {
+        Got::Packet(p) => {
+            assert_eq!(p.kind(), STATUS, "unexpected {p:?}");
+            Some(serde_json::from_slice(&p.payload).unwrap())
+        }
+        Got::Closed | Got::Reset => None,
+    }
+}
+
+fn legacy_cells(reg: &Reg, id: &str, policy: &str) -> [String; 5] {
+    // STATUS
+    let mut c = Legacy::connect(reg, id);
+    c.send(STATUS, &[]);
+    let status = match c.next() {
+        Got::Packet(p) => {
+            assert_eq!(p.kind(), STATUS, "{p:?}");
+            let v: Value = serde_json::from_slice(&p.payload).unwrap();
+            assert_eq!(v["legacyPolicy"], policy, "{v}");
+            "reply"
+        }
+        Got::Closed => "closed",
+        Got::Reset => panic!("STATUS: connection reset"),
+    };
+    // PEEK (plain)
+    let mut c = Legacy::connect(reg, id);
+    c.send(PEEK, &[1]);
+    let peek = match c.next() {
+        Got::Packet(p) => {
+            assert_eq!(p.kind(), SCREEN, "{p:?}");
+            assert!(p.text().contains("READY"), "{p:?}");
+            "screen"
+        }
+        Got::Closed => "closed",
+        Got::Reset => panic!("PEEK: connection reset"),
+    };
+    // ATTACH (with the PTY's own size): read-only or read-write, per the daemon's
+    // writer count (no strict client ever attaches read-write here).
+    let mut c = Legacy::connect(reg, id);
+    c.send(ATTACH, &size_payload(24, 80));
+    let attach = match c.next() {
+        Got::Packet(p) => {
+            assert_eq!(p.kind(), GEOMETRY, "{p:?}");
+            assert_eq!(c.packet("SCREEN").kind(), SCREEN);
+            let writers = strict_status(reg, id)["writers"].as_u64().unwrap();
+            c.send(DETACH, &[]);
+            loop {
+                match c.next() {
+                    Got::Packet(p) if p.kind() == DATA => {}
+                    Got::Closed => break,
+                    other => panic!("after DETACH: {other:?}"),
+                }
+            }
+            match writers {
+                0 => "read-only",
+                1 => "read-write",
+                n => panic!("{n} writers"),
+            }
+        }
+        Got::Closed => "closed",
+        Got::Reset => panic!("ATTACH: connection reset"),
+    };
+    // DATA
+    let mut c = Legacy::connect(reg, id);
+    let marker = format!("legacy-{policy}");
+    c.send(DATA, format!("{marker}\n").as_bytes());
+    let data_open = fenced(&mut c).is_some();
+    let (_, screen) = strict_round_trip(reg, id, &format!("strict-{policy}"));
+    let data = match (data_open, screen.contains(&format!("GOT:{marker} "))) {
+        (false, false) => "closed",
+        (true, true) => "input",
+        (true, false) => "dropped",
+        (false, true) => panic!("closed, yet the input arrived: {screen:?}"),
+    };
+    // RESIZE
+    let before = pty_size(reg, id);
+    let mut c = Legacy::connect(reg, id);
+    c.send(RESIZE, &size_payload(20, 70));
+    let resize_open = fenced(&mut c).is_some();
+    let after = pty_size(reg, id);
+    let resize = match (resize_open, after == (20, 70)) {
+        (false, false) => "closed",
+        (true, true) => "applied",
+        (true, false) => {
+            assert_eq!(after, before);
+            "dropped"
+        }
+        (false, true) => panic!("closed, yet the resize applied"),
+    };
+    [status, peek, attach, data, resize].map(String::from)
+}
+
+fn strict_cell(reg: &Reg, id: &str, policy: &str) -> String {
+    let (line, _) = strict_round_trip(reg, id, &format!("cli-{policy}"));
+    assert!(
+        line.starts_with(&format!("GOT:cli-{policy} SIZE:")),
+        "{line}"
+    );
+    let peek = reg.run(&["peek", id, "--plain"]);
+    assert!(peek.ok().contains(&format!("GOT:cli-{policy}")), "{peek:?}");
+    reg.run(&["resize", id, "31", "91"]).ok();
+    assert_eq!(pty_size(reg, id), (31, 91));
+    assert_eq!(strict_status(reg, id)["legacyPolicy"], policy);
+    "ok".into()
+}
+
+#[test]
+fn strict_and_legacy_clients_under_each_policy() {
+    let expected: [(&str, [&str; 6]); 3] = [
+        (
+            "off",
+            ["ok", "closed", "closed", "closed", "closed", "closed"],
+        ),
+        (
+            "observe",
+            ["ok", "reply", "screen", "read-only", "dropped", "dropped"],
+        ),
+        (
+            "full",
+            ["ok", "reply", "screen", "read-write", "input", "applied"],
+        ),
+    ];
+    let reg = Reg::new();
+    let mut table = Vec::new();
+    for (policy, _) in &expected {
+        let id = format!("m-{policy}");
+        new_session(&reg, &id, policy, LOOP);
+        reg.wait_for(&id, "READY");
+        let legacy = legacy_cells(&reg, &id, policy);
+        let strict = strict_cell(&reg, &id, policy);
+        let mut row = vec![strict];
+        row.extend(legacy);
+        table.push((*policy, row));
+    }
+    println!(
+        "\n{:<8} | {:<23} | {:<13} | {:<11} | {:<13} | {:<11} | {:<13}",
+        "policy",
+        "strict send/peek/resize",
+        "legacy STATUS",
+        "legacy PEEK",
+        "legacy ATTACH",
+        "legacy DATA",
+        "legacy RESIZE"
+    );
+    println!("{}", "-".repeat(112));
+    for (policy, row) in &table {
+        println!(
+            "{:<8} | {:<23} | {:<13} | {:<11} | {:<13} | {:<11} | {:<13}",
+            policy, row[0], row[1], row[2], row[3], row[4], row[5]
+        );
+    }
+    for ((policy, row), (_, want)) in table.iter().zip(&expected) {
+        assert_eq!(row, want, "policy {policy}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// 5. Downgrade protection: fake daemons behind a real session's socket path.
+// ---------------------------------------------------------------------------------
+
+const MAGIC: [u8; 8] = [0x89, b'L', b'A', b'T', b'C', b'H', b'\r', b'\n'];
+
+/// How a fake daemon answers a strict client's HELLO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fake {
+    /// A legacy GEOMETRY packet.
+    LegacyGeometry,
+    /// A legacy STATUS packet with a JSON object.
+    LegacyStatus,
+    /// A legacy DATA packet (a prompt).
+    LegacyData,
+    /// MAGIC + WELCOME choosing version 1 (below the client's minimum).
+    WelcomeV1,
+    /// MAGIC + WELCOME choosing version 3 (outside the client's range).
+    WelcomeV3,
+    /// MAGIC + ERROR version-unsupported.
+    VersionUnsupported,
+    /// Bytes of another protocol.
+    Garbage,
+    /// MAGIC, then a zero-length frame.
+    MagicThenMalformed,
+    /// Reads the whole HELLO, then closes without a byte.
+    CloseAfterHello,
+    /// Reads five bytes (an older daemon reading MAGIC as a legacy header: type 0x89,
+    /// length 1.2 GiB, over its cap), then closes with the rest unread.
+    CloseAfterLegacyHeader,
+}
+
+impl Fake {
+    fn answer(self) -> Vec<u8> {
+        use latch_wire::{framing::encode_frame, ErrorCode, Limits, ServerFrame};
+        let strict = |f: ServerFrame| {
+            let mut b = bytes::BytesMut::from(&MAGIC[..]);
+            encode_frame(&f, &mut b, 1 << 20).unwrap();
+            b.to_vec()
+        };
+        let welcome = |version| {
+            strict(ServerFrame::Welcome {
+                version,
+                limits: Limits {
+                    max_client_frame: 65536,
+                    max_server_frame: 1 << 24,
+                    client_queue_bytes: 1 << 23,
+                },
+                server: "fake".into(),
+            })
+        };
+        match self {
+            Self::LegacyGeometry => Legacy::encode(GEOMETRY, &size_payload(24, 80)),
+            Self::LegacyStatus => Legacy::encode(STATUS, br#"{"name":"x","rows":24,"cols":80}"#),
+            Self::LegacyData => Legacy::encode(DATA, b"$ "),
+            Self::WelcomeV1 => welcome(1),
+            Self::WelcomeV3 => welcome(3),
+            Self::VersionUnsupported => strict(ServerFrame::Error {
+                code: ErrorCode::VersionUnsupported,
+                detail: "daemon speaks 3..=3 and client asked 2..=2".into(),
+            }),
+            Self::Garbage => b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(),
+            Self::MagicThenMalformed => [&MAGIC[..], &[0, 0, 0, 0]].concat(),
+            Self::CloseAfterHello | Self::CloseAfterLegacyHeader => Vec::new(),
+        }
+    }
+
+    /// What the client's message must name (besides "restart").
+    fn names(self) -> &'static str {
+        match self {
+            Self::LegacyGeometry => "legacy pty framing (packet type 10)",
+            Self::LegacyStatus => "legacy pty framing (packet type 7)",
+            Self::LegacyData => "legacy pty framing (packet type 0)",
+            Self::WelcomeV1 => "version 1",
+            Self::WelcomeV3 => "version 3",
+            Self::VersionUnsupported => "no common protocol version",
+            Self::Garbage => "48 54 54 50",
+            Self::MagicThenMalformed => "zero-length",
+            Self::CloseAfterHello | Self::CloseAfterLegacyHeader => "without answering",
+        }
+    }
+}
+
+/// What a fake daemon received on one connection.
+#[derive(Debug)]
+struct Seen {
+    /// The client's opening: MAGIC + HELLO (or the first five bytes).
+    hello: Vec<u8>,
+    /// Every byte after the fake's answer, until the client closed.
+    after: Vec<u8>,
+}
+
+/// Serves `mode` to every connection until one opens with a byte other than 0x89
+/// (the test's stop signal).
+fn serve_fake(listener: UnixListener, mode: Fake) -> JoinHandle<Vec<Seen>> {
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        loop {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(TIMEOUT)).unwrap();
+            let mut first = [0u8; 1];
+            s.read_exact(&mut first).unwrap();
+            if first[0] != MAGIC[0] {
+                return seen;
+            }
+            if mode == Fake::CloseAfterLegacyHeader {
+                let mut rest = [0u8; 4];
+                s.read_exact(&mut rest).unwrap();
+                drop(s);
+                seen.push(Seen {
+                    hello: [&first[..], &rest[..]].concat(),
+                    after: Vec::new(),
+                });
+                continue;
+            }
+            let mut head = [0u8; 11];
+            s.read_exact(&mut head).unwrap();
+            let len = u32::from_be_bytes([head[7], head[8], head[9], head[10]]);
+            let mut payload = vec![0u8; len as usize];
+            s.read_exact(&mut payload).unwrap();
+            let hello = [&first[..], &head[..], &payload[..]].concat();
+            s.write_all(&mode.answer()).unwrap();
+            let mut after = Vec::new();
+            if mode != Fake::CloseAfterHello {
+                match s.read_to_end(&mut after) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+                    Err(e) => panic!("fake daemon: reading what follows the answer: {e}"),
+                }
+            }
+            seen.push(Seen { hello, after });
+        }
+    })
+}
+
+#[test]
+fn strict_client_never_proceeds_past_a_daemon_that_does_not_speak_v2() {
+    use latch_wire::{framing::decode_frame, ClientFrame, SUPPORTED};
+    let reg = Reg::new();
+    let inc = new_session(&reg, "dg", "observe", LOOP);
+    reg.wait_for("dg", "READY");
+    let real = sock(&reg, "dg");
+    let hidden = reg.path("dg.sock.real");
+    // The real daemon keeps listening on the renamed socket; its record still says
+    // running (the daemon is alive), so Reg's cleanup still finds and kills it.
+    std::fs::rename(&real, &hidden).unwrap();
+
+    let modes = [
+        Fake::LegacyGeometry,
+        Fake::LegacyStatus,
+        Fake::LegacyData,
+        Fake::WelcomeV1,
+        Fake::WelcomeV3,
+        Fake::VersionUnsupported,
+        Fake::Garbage,
+        Fake::MagicThenMalformed,
+        Fake::CloseAfterHello,
+        Fake::CloseAfterLegacyHeader,
+    ];
+    let commands: [&[&str]; 4] = [
+        &["send", "dg", "FAKE-MARK\n"],
+        &["peek", "dg"],
+        &["kill", "dg"],
+        &["status", "dg"],
+    ];
+    for mode in modes {
+        let listener = UnixListener::bind(&real).unwrap();
+        let server = serve_fake(listener, mode);
+        for args in commands {
+            let r = reg.run(args);
+            assert_eq!(
+                r.code,
+                8,
+                "{mode:?}: `latch {}` must exit 8: {r:?}",
+                args.join(" ")
+            );
+            let msg = r.stderr.to_lowercase();
+            assert!(
+                msg.contains("protocol mismatch"),
+                "{mode:?} {args:?}: {r:?}"
+            );
+            assert!(
+                msg.contains(mode.names()),
+                "{mode:?} {args:?} must name {:?}: {r:?}",
+                mode.names()
+            );
+            assert!(
+                msg.contains("restart"),
+                "{mode:?} {args:?} must say what to do: {r:?}"
+            );
+        }
+        // Stop the fake and collect what it saw.
+        UnixStream::connect(&real)
+            .unwrap()
+            .write_all(b"stop")
+            .unwrap();
+        let seen = server.join().expect("fake daemon failed");
+        std::fs::remove_file(&real).unwrap();
+        assert_eq!(
+            seen.len(),
+            commands.len(),
+            "{mode:?}: one connection per command"
+        );
+        for s in &seen {
+            assert_eq!(s.hello[..5], MAGIC[..5], "{mode:?}");
+            if mode != Fake::CloseAfterLegacyHeader {
+                let mut b = bytes::BytesMut::from(&s.hello[8..]);
+                let f: ClientFrame = decode_frame(&mut b, 65536).unwrap().unwrap();
+                assert!(b.is_empty());
+                assert!(
+                    matches!(&f, ClientFrame::Hello { versions, .. } if *versions == SUPPORTED),
+                    "{mode:?}: the client's first frame must be HELLO: {f:?}"
+                );
+            }
+            assert!(
+                s.after.is_empty(),
+                "{mode:?}: the client sent {} bytes after the fake's answer: {:?}",
+                s.after.len(),
+                s.after
+            );
+        }
+    }
+
+    // The real daemon received nothing: its program never saw the input, was never
+    // signalled, and still answers.
+    std::fs::rename(&hidden, &real).unwrap();
+    let (line, screen) = strict_round_trip(&reg, "dg", "real-again");
+    assert_eq!(line, "GOT:real-again SIZE:24 80");
+    assert!(!screen.contains("FAKE-MARK"), "{screen:?}");
+    let st = strict_status(&reg, "dg");
+    assert_eq!(st["incarnation"], inc.as_str());
+    assert!(st["exit"].is_null() && st["draining"] == false, "{st}");
+}
+
+// ---------------------------------------------------------------------------------
+// 6. Robustness: bad legacy packets end only their own connection.
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn bad_legacy_packets_end_only_their_connection() {
+    let reg = Reg::new();
+    new_session(&reg, "rb", "full", LOOP);
+    reg.wait_for("rb", "READY");
+    let mut att = Legacy::connect(&reg, "rb");
+    att.attach(24, 80, (24, 80));
+
+    // Over the cap (the header alone): closed without a reply, nothing allocated.
+    for len in [0x0200_0000u32, LEGACY_CAP + 1, u32::MAX] {
+        let mut c = Legacy::connect(&reg, "rb");
+        let mut header = vec![DATA];
+        header.extend_from_slice(&len.to_be_bytes());
+        c.write_raw(&header).unwrap();
+        c.assert_closed_without_reply(&format!("length {len:#x}"));
+    }
+    // Over the cap on an established connection too.
+    let mut c = Legacy::connect(&reg, "rb");
+    c.status();
+    c.write_raw(&[STATUS, 0x02, 0, 0, 0]).unwrap();
+    c.assert_closed_without_reply("over the cap after STATUS");
+
+    // Exactly at the cap is accepted: a 1 MiB packet (of a type the daemon ignores, so
+    // the program is not flooded) is read whole, and the STATUS after it is answered.
+    let mut c = Legacy::connect(&reg, "rb");
+    c.status();
+    c.send(9, &vec![b'#'; LEGACY_CAP as usize]);
+    c.status();
+
+    // Truncated packets: a whole header and part of the payload, or part of a header,
+    // then the client stops sending. The daemon closes without a reply.
+    for bytes in [
+        &[DATA, 0, 0, 0, 10, b'a', b'b', b'c'][..],
+        &[STATUS, 0, 0][..],
+    ] {
+        let mut c = Legacy::connect(&reg, "rb");
+        c.write_raw(bytes).unwrap();
+        c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        c.assert_closed_without_reply(&format!("truncated {bytes:?}"));
+    }
+
+    // Unknown types are ignored, as in the old framing: the connection keeps serving.
+    let mut c = Legacy::connect(&reg, "rb");
+    c.send(9, b"\x01\x02\x03");
+    c.send(8, &[]);
+    c.send(0xff, b"ignored");
+    assert_eq!(c.status()["legacyPolicy"], "full");
+    assert!(String::from_utf8_lossy(&c.peek(1)).contains("READY"));
+
+    // A first byte that is neither MAGIC's nor a legacy type (SPEC.md §6 rule 4).
+    for first in [0x0bu8, b'G', 0xff] {
+        let mut c = Legacy::connect(&reg, "rb");
+        c.write_raw(&[first, 0, 0, 0, 0]).unwrap();
+        c.assert_closed_without_reply(&format!("first byte {first:#04x}"));
+    }
+
+    // Everyone else carries on: a strict peek, and the attached legacy writer, which
+    // still sends input and receives output (DATA only).
+    reg.run(&["peek", "rb"]).ok();
+    att.send(DATA, b"still-here\n");
+    att.data_until("GOT:still-here SIZE:24 80");
+    let (line, _) = strict_round_trip(&reg, "rb", "strict-after");
+    assert_eq!(line, "GOT:strict-after SIZE:24 80");
+    att.data_until("GOT:strict-after");
+}
+
+/// While the session drains (a stop whose signal the program ignores), a legacy client
+/// gets STATUS and is closed on requests it cannot be served: it never waits forever
+/// for a SCREEN that will not come.
+#[test]
+fn legacy_requests_while_draining_are_closed_not_left_hanging() {
+    let reg = Reg::new();
+    new_session(
+        &reg,
+        "dr",
+        "full",
+        &["sh", "-c", "trap '' TERM; echo READY; exec cat"],
+    );
+    reg.wait_for("dr", "READY");
+    reg.run(&["kill", "dr", "--signal", "TERM"]).ok();
+    let mut c = Legacy::connect(&reg, "dr");
+    let v = c.status();
+    assert_eq!(v["draining"], true, "{v}");
+    assert_eq!(v["process"]["alive"], true, "{v}");
+    c.send(PEEK, &[1]);
+    c.assert_closed_without_reply("PEEK while draining");
+    let mut c = Legacy::connect(&reg, "dr");
+    c.send(ATTACH, &size_payload(24, 80));
+    c.assert_closed_without_reply("ATTACH while draining");
+    // Input is still refused (dropped) while draining: the connection stays usable.
+    let mut c = Legacy::connect(&reg, "dr");
+    c.send(DATA, b"late\n");
+    assert_eq!(c.status()["draining"], true);
+}

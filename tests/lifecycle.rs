@@ -421,3 +421,48 @@ fn restart_mints_a_new_incarnation_and_old_receipts_say_replaced() {
     assert_eq!(r.code, 4, "{r:?}");
     assert_eq!(reg.record("svc")["incarnation"], new.as_str());
 }
+
+/// `latch restart` is the upgrade path for a session whose daemon speaks an older
+/// protocol: plain effects refuse with exit 8, restart ends the program through its
+/// proven identity and starts it again under a new incarnation.
+#[test]
+fn restart_upgrades_a_session_whose_daemon_answers_in_legacy_framing() {
+    use std::io::{Read, Write};
+    let reg = Reg::new();
+    let old = reg.new_session("old", &["sh", "-c", "echo gen-1; exec sleep 600"]);
+    reg.wait_for("old", "gen-1");
+    let child = pid(&reg.record("old")["child"]["pid"]);
+    // Stand an "older daemon" in front: it answers every connection in the legacy
+    // framing (a GEOMETRY packet) and closes.
+    std::fs::rename(reg.path("old.sock"), reg.path("old-real.sock")).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(reg.path("old.sock")).unwrap();
+    let fake = std::thread::spawn(move || {
+        let mut served = 0;
+        for stream in listener.incoming() {
+            let mut s = stream.unwrap();
+            let mut hello = [0u8; 8];
+            let _ = s.read(&mut hello);
+            let _ = s.write_all(&[10, 0, 0, 0, 4, 0, 24, 0, 80]);
+            served += 1;
+            if served == 2 {
+                return served; // one refused `send`, one from restart's kill
+            }
+        }
+        served
+    });
+    let r = reg.run(&["send", "old", "x"]);
+    assert_eq!(r.code, 8, "{r:?}");
+    assert!(r.stderr.contains("restart"), "{r:?}");
+    let r = reg.run(&["restart", "old", "--expect", &old, "--grace", "2", "--json"]);
+    assert_eq!(fake.join().unwrap(), 2);
+    assert_eq!(r.code, 0, "{r:?}");
+    let new = r.json()["incarnation"].as_str().unwrap().to_owned();
+    assert_ne!(new, old);
+    assert!(
+        wait_process_exit(child, Duration::from_secs(5)),
+        "the old program survived"
+    );
+    reg.wait_for("old", "gen-1");
+    let st = reg.run(&["status", "old", "--json"]).json();
+    assert_eq!(st["daemon"]["incarnation"], new.as_str());
+}

@@ -293,10 +293,32 @@ impl Client {
     /// incarnation. Refuses if the session was replaced meanwhile.
     pub fn restart(&self, session: &SessionRef, grace: Duration) -> Result<Created, ClientError> {
         let record = self.read_expecting(session)?;
-        if derive_status(&record) == SessionStatus::Running
-            && self.kill(session, libc::SIGTERM, Some(grace))? == KillOutcome::TimedOut
-        {
-            self.kill(session, libc::SIGKILL, Some(Duration::from_secs(5)))?;
+        if derive_status(&record) == SessionStatus::Running {
+            match self.kill(session, libc::SIGTERM, Some(grace)) {
+                Ok(KillOutcome::TimedOut) => {
+                    self.kill(session, libc::SIGKILL, Some(Duration::from_secs(5)))?;
+                }
+                Ok(_) => {}
+                // The daemon speaks an older protocol: restarting is how it gets
+                // upgraded, so end the program through its proven identity (pidfd,
+                // start time, boot id, under the lock while the record still holds
+                // this incarnation) and follow its daemon to the end.
+                Err(ClientError::Protocol(_)) => {
+                    self.signal_proven_child(session, libc::SIGTERM)?;
+                    if self.wait_daemon_gone(session, grace)? == KillOutcome::TimedOut {
+                        self.signal_proven_child(session, libc::SIGKILL)?;
+                        if self.wait_daemon_gone(session, Duration::from_secs(5))?
+                            == KillOutcome::TimedOut
+                        {
+                            return Err(ClientError::Busy(format!(
+                                "session {}'s older daemon did not stop",
+                                session.id
+                            )));
+                        }
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
         self.remove(session, false)?;
         self.create(NewSession {

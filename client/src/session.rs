@@ -344,7 +344,14 @@ impl Client {
     /// Connects and binds to exactly `session`: every later effect reaches that
     /// creation or nothing.
     pub fn connect(&self, session: &SessionRef) -> Result<Bound, ClientError> {
-        let conn = self.connect_unbound(&session.id).map_err(|e| match e {
+        self.open_to(session)?.bind(session)
+    }
+
+    /// Connects and negotiates with `session`'s daemon, explaining a failure through
+    /// the record: an unreachable daemon of an exited, vanished or replaced session
+    /// says so.
+    fn open_to(&self, session: &SessionRef) -> Result<Connection, ClientError> {
+        self.connect_unbound(&session.id).map_err(|e| match e {
             ClientError::Unreachable(m) => self.explain_unreachable(session, m),
             // A daemon that closes without answering is either older (legacy) or
             // ending right now; the record tells the two apart.
@@ -358,8 +365,7 @@ impl Client {
                 _ => self.explain_unreachable(session, m),
             },
             other => other,
-        })?;
-        conn.bind(session)
+        })
     }
 
     fn explain_unreachable(&self, session: &SessionRef, detail: String) -> ClientError {
@@ -392,10 +398,7 @@ impl Client {
     /// The daemon's STATUS, asked without binding (a query, legal while draining);
     /// fails with `Replaced` unless the daemon is exactly `session`.
     pub fn status_of(&self, session: &SessionRef) -> Result<latch_wire::StatusReply, ClientError> {
-        let mut conn = self.connect_unbound(&session.id).map_err(|e| match e {
-            ClientError::Unreachable(m) => self.explain_unreachable(session, m),
-            other => other,
-        })?;
+        let mut conn = self.open_to(session)?;
         let st = conn.status()?;
         if !session.matches(&SessionRef::new(st.id.clone(), st.incarnation)) {
             return Err(ClientError::Replaced {
@@ -478,7 +481,11 @@ impl Client {
 
     /// Signals `session`'s program through a pidfd after proving its identity, under
     /// the session lock and only while the record holds `session`'s incarnation.
-    fn signal_proven_child(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
+    pub(crate) fn signal_proven_child(
+        &self,
+        session: &SessionRef,
+        signal: i32,
+    ) -> Result<(), ClientError> {
         let _lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
         let record = self.read_expecting(session)?;
         match latch_registry::proc::signal_proven(&record.child, signal) {
@@ -492,7 +499,7 @@ impl Client {
 
     /// Waits until `session`'s daemon is gone (proven through its pidfd), at most
     /// `limit`.
-    fn wait_daemon_gone(
+    pub(crate) fn wait_daemon_gone(
         &self,
         session: &SessionRef,
         limit: Duration,

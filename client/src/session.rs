@@ -427,6 +427,14 @@ impl Client {
                         return Ok(KillOutcome::AlreadyExited);
                     }
                 }
+                // The daemon may be finishing (its socket goes before its exit is
+                // recorded): with a wait, follow it to the end through its proven
+                // pidfd; it ended without our signal, so it "already exited".
+                if let Some(limit) = wait {
+                    if self.wait_daemon_gone(session, limit)? == KillOutcome::Killed {
+                        return Ok(KillOutcome::AlreadyExited);
+                    }
+                }
                 return Err(ClientError::Unreachable(m));
             }
             // Another stop is under way: the fence refuses our BIND. With a wait,

@@ -241,9 +241,10 @@ pub enum Command {
         /// The registry root.
         #[arg(long)]
         root: PathBuf,
-        /// The creation spec, JSON.
+        /// The creation spec, JSON (default: read from stdin, which keeps the
+        /// program's environment out of the world-readable argv).
         #[arg(long)]
-        spec: String,
+        spec: Option<String>,
     },
 }
 

@@ -90,7 +90,22 @@ fn secs(s: f64) -> Result<Duration, ClientError> {
 pub fn run(cli: Cli) -> Result<i32, ClientError> {
     let root = cli.root.as_ref();
     match cli.command {
-        Command::Daemon { root, spec } => run_daemon(root, &spec),
+        Command::Daemon { root, spec } => {
+            let spec = match spec {
+                Some(s) => s,
+                None => {
+                    let mut s = String::new();
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                        .map_err(|e| usage(format!("daemon spec on stdin: {e}")))?;
+                    s
+                }
+            };
+            // From here on stdin is /dev/null, as the daemon expects.
+            let null =
+                std::fs::File::open("/dev/null").map_err(|e| ClientError::Other(e.to_string()))?;
+            nix::unistd::dup2_stdin(&null).map_err(|e| ClientError::Other(format!("dup2: {e}")))?;
+            run_daemon(root, &spec)
+        }
         Command::New(args) => new(root, args),
         Command::Attach {
             reference,

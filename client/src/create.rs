@@ -48,12 +48,12 @@ pub(crate) fn spawn_daemon(
         .open(registry.log_path(&spec.id))
         .map_err(|e| ClientError::Other(format!("open daemon log: {e}")))?;
     let mut cmd = Command::new(program);
+    // The spec travels over stdin, never argv: /proc/PID/cmdline is world-readable
+    // and the spec carries the program's environment.
     cmd.arg("daemon")
         .arg("--root")
         .arg(registry.root())
-        .arg("--spec")
-        .arg(json)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log));
     // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
@@ -66,6 +66,16 @@ pub(crate) fn spawn_daemon(
     let mut child = cmd
         .spawn()
         .map_err(|e| ClientError::Other(format!("cannot start {}: {e}", program.display())))?;
+    {
+        use std::io::Write;
+        let mut stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| ClientError::Other("daemon stdin missing".into()))?;
+        // A daemon that dies before reading gives EPIPE; its log and the readiness
+        // pipe's EOF explain why, below.
+        let _ = stdin.write_all(json.as_bytes());
+    }
     let mut out = child
         .stdout
         .take()

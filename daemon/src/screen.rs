@@ -1,19 +1,21 @@
-//! Screen snapshots from the emulator (pure functions over a `vt100::Screen`).
+//! Screen snapshots from the emulator (pure functions over an [`Emulator`]).
 //!
 //! | request              | bytes                                                        |
 //! |----------------------|--------------------------------------------------------------|
-//! | ATTACH               | `contents_formatted()`: resets attributes, clears the screen, draws every visible cell, restores the cursor position and visibility |
+//! | ATTACH               | [`Emulator::formatted`]: cursor visibility, attribute reset, clear screen, every visible cell with its attributes, the cursor position, the current pen |
 //! | PEEK                 | the same                                                     |
-//! | PEEK plain           | `contents()`: visible text, no attributes, trailing blank lines dropped |
+//! | PEEK plain           | visible text, no attributes, rows separated by `\n` (a wrapped row continues its line), trailing blanks and blank lines dropped |
 //! | PEEK full            | every scrollback row, then the visible rows, one line each, with SGR attributes only (no cursor motion), wrapped in attribute resets |
 //! | PEEK full plain      | the same rows as plain text, trailing blank lines dropped    |
 //!
 //! A snapshot never exceeds the largest server frame: a longer one (possible only with
 //! `full`) keeps its newest lines and drops the oldest.
 
+mod emulator;
+
 use bytes::Bytes;
+pub(crate) use emulator::Emulator;
 use latch_wire::limits::MAX_SERVER_FRAME;
-use vt100::capture::{basic_formatted_to_plain, BasicFormattedCaptureRange};
 
 /// Room left in a SCREEN frame for the frame's own header and length varint.
 const SCREEN_MAX: usize = MAX_SERVER_FRAME - 64;
@@ -22,42 +24,25 @@ const SCREEN_MAX: usize = MAX_SERVER_FRAME - 64;
 const RESET: &str = "\x1b[m";
 
 /// The ATTACH snapshot: repaints a terminal exactly (clear, cells, cursor).
-pub(crate) fn attach_snapshot(screen: &vt100::Screen) -> Bytes {
-    Bytes::from(screen.contents_formatted())
+pub(crate) fn attach_snapshot(term: &mut Emulator) -> Bytes {
+    Bytes::from(term.formatted())
 }
 
 /// The PEEK snapshot (see the module table).
-pub(crate) fn peek_snapshot(screen: &vt100::Screen, plain: bool, full: bool) -> Bytes {
+pub(crate) fn peek_snapshot(term: &mut Emulator, plain: bool, full: bool) -> Bytes {
     let text = match (plain, full) {
-        (false, false) => return Bytes::from(screen.contents_formatted()),
-        (true, false) => screen.contents(),
-        (plain, true) => {
-            let mut capture = String::new();
-            // Writing into a String cannot fail.
-            let _ = screen.write_contents_formatted_basic(
-                &mut capture,
-                BasicFormattedCaptureRange::Full(&mut Default::default()),
-            );
-            if plain {
-                let mut text: String = basic_formatted_to_plain(&capture).collect();
-                trim_trailing_newlines(&mut text);
-                text
-            } else {
-                trim_trailing_newlines(&mut capture);
-                let mut text = String::with_capacity(capture.len() + 2 * RESET.len());
-                text.push_str(RESET);
-                text.push_str(&capture);
-                text.push_str(RESET);
-                text
-            }
+        (false, false) => return Bytes::from(term.formatted()),
+        (true, full) => term.plain(full),
+        (false, true) => {
+            let capture = term.formatted_lines(true);
+            let mut text = String::with_capacity(capture.len() + 2 * RESET.len());
+            text.push_str(RESET);
+            text.push_str(&capture);
+            text.push_str(RESET);
+            text
         }
     };
     Bytes::from(keep_tail(text, SCREEN_MAX))
-}
-
-fn trim_trailing_newlines(s: &mut String) {
-    let trimmed = s.trim_end_matches('\n').len();
-    s.truncate(trimmed);
 }
 
 /// Keeps at most `max` bytes: the newest whole lines, after an attribute reset.
@@ -80,38 +65,27 @@ fn keep_tail(text: String, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::num::NonZeroU16;
 
-    fn parser(rows: u16, cols: u16, scrollback: usize) -> vt100::Parser {
-        vt100::Parser::new(
-            NonZeroU16::new(rows).unwrap(),
-            NonZeroU16::new(cols).unwrap(),
-            scrollback,
-        )
+    fn parser(rows: u16, cols: u16, scrollback: usize) -> Emulator {
+        Emulator::new(rows, cols, scrollback)
     }
 
     #[test]
     fn plain_and_formatted_visible() {
         let mut p = parser(4, 20, 100);
         p.process(b"one\r\n\x1b[1mtwo\x1b[m\r\nthree");
-        let plain = peek_snapshot(p.screen(), true, false);
+        let plain = peek_snapshot(&mut p, true, false);
         assert_eq!(&plain[..], b"one\ntwo\nthree");
-        let ansi = peek_snapshot(p.screen(), false, false);
+        let ansi = peek_snapshot(&mut p, false, false);
         let ansi = std::str::from_utf8(&ansi).unwrap();
         assert!(ansi.contains("\x1b[H\x1b[J"), "clears the screen: {ansi:?}");
-        assert!(ansi.contains("\x1b[1m"), "keeps attributes: {ansi:?}");
-        assert_eq!(
-            attach_snapshot(p.screen()),
-            peek_snapshot(p.screen(), false, false)
-        );
+        assert!(ansi.contains("\x1b[0;1mtwo"), "keeps attributes: {ansi:?}");
+        assert_eq!(attach_snapshot(&mut p), peek_snapshot(&mut p, false, false));
         // Repainting a fresh terminal with the snapshot reproduces the screen.
         let mut copy = parser(4, 20, 0);
         copy.process(ansi.as_bytes());
-        assert_eq!(copy.screen().contents(), p.screen().contents());
-        assert_eq!(
-            copy.screen().cursor_position(),
-            p.screen().cursor_position()
-        );
+        assert_eq!(copy.plain(false), p.plain(false));
+        assert_eq!(copy.cursor(), p.cursor());
     }
 
     #[test]
@@ -120,12 +94,12 @@ mod tests {
         for i in 0..10 {
             p.process(format!("line {i}\r\n").as_bytes());
         }
-        let visible = peek_snapshot(p.screen(), true, false);
+        let visible = peek_snapshot(&mut p, true, false);
         assert!(!String::from_utf8_lossy(&visible).contains("line 0"));
-        let full = peek_snapshot(p.screen(), true, true);
+        let full = peek_snapshot(&mut p, true, true);
         let want: Vec<String> = (0..10).map(|i| format!("line {i}")).collect();
         assert_eq!(String::from_utf8_lossy(&full), want.join("\n"));
-        let ansi = peek_snapshot(p.screen(), false, true);
+        let ansi = peek_snapshot(&mut p, false, true);
         let ansi = String::from_utf8_lossy(&ansi);
         assert!(ansi.starts_with(RESET) && ansi.ends_with(RESET));
         assert!(ansi.contains("line 0\nline 1"));
@@ -137,7 +111,7 @@ mod tests {
         for i in 0..50 {
             p.process(format!("{i}\r\n").as_bytes());
         }
-        let full = peek_snapshot(p.screen(), true, true);
+        let full = peek_snapshot(&mut p, true, true);
         assert_eq!(String::from_utf8_lossy(&full).lines().count(), 6);
     }
 

@@ -35,6 +35,11 @@ use crate::session::{Session, READ_BUF};
 
 /// How long connections may take to flush after the program's exit.
 const FLUSH_AT_EXIT: Duration = Duration::from_secs(2);
+/// How long the terminal must stay quiet before queued output is applied to the
+/// emulator (sooner if the queue grows, or when anything reads the screen).
+const APPLY_WHEN_QUIET: Duration = Duration::from_millis(5);
+/// The least room worth a PTY read: one line-discipline buffer.
+const MIN_READ: usize = 4096;
 
 /// The daemon's own shutdown signals, installed before creation so that a SIGTERM
 /// arriving at any point after spawn is handled, never fatal.
@@ -166,12 +171,24 @@ fn reap(pid: u32, flags: WaitPidFlag) -> Option<ExitStatus> {
     }
 }
 
-/// PTY output -> emulator and attached clients, until the slave side is closed or
-/// the program has exited (then `Session::drain_pty` takes the rest).
+/// PTY output -> attached clients and the emulator's queue, until the slave side is
+/// closed or the program has exited (then `Session::drain_pty` takes the rest). The
+/// queue is applied once the terminal has been quiet for `APPLY_WHEN_QUIET`.
 async fn pump_output(session: Rc<Session>) {
     let mut buf = vec![0u8; READ_BUF];
     loop {
-        let mut guard = match session.master.readable().await {
+        let ready = if session.output_queued() {
+            match tokio::time::timeout(APPLY_WHEN_QUIET, session.master.readable()).await {
+                Ok(ready) => ready,
+                Err(_quiet) => {
+                    session.apply_output();
+                    continue;
+                }
+            }
+        } else {
+            session.master.readable().await
+        };
+        let mut guard = match ready {
             Ok(g) => g,
             Err(e) => {
                 log!("cannot watch the terminal: {e}");
@@ -181,25 +198,42 @@ async fn pump_output(session: Rc<Session>) {
         if session.exited().is_some() {
             return;
         }
-        match guard.try_io(|fd| pty::read(fd.get_ref().as_fd(), &mut buf)) {
-            Ok(Ok(0)) => return,
-            Ok(Ok(n)) => {
-                session.output(buf.get(..n).unwrap_or_default());
-                // Let the connection writers drain before reading more: without this
-                // the pump could run for a whole coop budget (128 reads, 8 MiB) before
-                // any writer ran, and a client that keeps up would look stalled.
-                tokio::task::yield_now().await;
-            }
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Ok(Err(e)) => {
-                // EIO: every slave fd is closed (the program and its children are
-                // done with the terminal).
-                if e.raw_os_error() != Some(libc::EIO) {
-                    log!("terminal read failed: {e}");
+        // Read until the terminal has nothing more or the buffer is nearly full, and
+        // hand the batch on at once: fewer frames, wakeups and writes per byte (a
+        // PTY read returns at most one line-discipline buffer, 4 KiB).
+        let mut filled = 0;
+        let mut ended = false;
+        while let Some(spare) = buf.get_mut(filled..).filter(|b| b.len() >= MIN_READ) {
+            match guard.try_io(|fd| pty::read(fd.get_ref().as_fd(), spare)) {
+                Ok(Ok(0)) => {
+                    ended = true;
+                    break;
                 }
-                return;
+                Ok(Ok(n)) => filled += n,
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(Err(e)) => {
+                    // EIO: every slave fd is closed (the program and its children
+                    // are done with the terminal).
+                    if e.raw_os_error() != Some(libc::EIO) {
+                        log!("terminal read failed: {e}");
+                    }
+                    ended = true;
+                    break;
+                }
+                Err(_would_block) => break,
             }
-            Err(_would_block) => {}
+        }
+        if filled > 0 {
+            session.output(buf.get(..filled).unwrap_or_default());
+        }
+        if ended {
+            return;
+        }
+        if filled > 0 {
+            // Let the connection writers drain before reading more: without this
+            // the pump could run for a whole coop budget (128 reads, 8 MiB) before
+            // any writer ran, and a client that keeps up would look stalled.
+            tokio::task::yield_now().await;
         }
     }
 }

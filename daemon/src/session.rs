@@ -1,9 +1,10 @@
 //! The session's shared state and the effects the connection state machine emits.
 //!
 //! Everything runs on one thread (a current-thread runtime with a `LocalSet`), and no
-//! method here awaits. So each method is atomic with respect to PTY output: ATTACH
-//! cuts its SCREEN and joins the fan-out in one step (the consistent cut), and output
-//! is fed to the emulator and to every attached client in one step.
+//! method here awaits. So each method is atomic with respect to PTY output: output is
+//! sent to every attached client and queued for the emulator in one step, and ATTACH
+//! applies the emulator's queue, cuts its SCREEN and joins the fan-out in one step
+//! (the consistent cut: the snapshot reflects exactly the bytes fanned out before).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -75,7 +76,7 @@ pub(crate) struct Session {
     pub master: AsyncFd<OwnedFd>,
     /// The program, through its pidfd.
     pub child: AsyncFd<ChildProc>,
-    term: RefCell<vt100::Parser>,
+    term: RefCell<screen::Emulator>,
     size: Cell<(u16, u16)>,
     attached: RefCell<Vec<Attached>>,
     clients: RefCell<HashMap<u64, Rc<Client>>>,
@@ -107,7 +108,11 @@ impl Session {
             claim: created.claim,
             master: created.master,
             child: created.child,
-            term: RefCell::new(vt100::Parser::new(rows, cols, spec.scrollback)),
+            term: RefCell::new(screen::Emulator::new(
+                rows.get(),
+                cols.get(),
+                spec.scrollback,
+            )),
             size: Cell::new((rows.get(), cols.get())),
             attached: RefCell::new(Vec::new()),
             clients: RefCell::new(HashMap::new()),
@@ -191,24 +196,25 @@ impl Session {
 
     // ----- output -----
 
-    /// Feeds program output to the emulator and to every attached client, in
-    /// chunks of at most `MAX_OUTPUT_CHUNK` sharing one buffer.
+    /// Sends program output to every attached client, in chunks of at most
+    /// `MAX_OUTPUT_CHUNK` sharing one buffer, then queues it for the emulator, which
+    /// applies it lazily (`screen::Emulator::push`). Every reader of the emulator
+    /// applies the queue first, so a snapshot still reflects exactly the bytes
+    /// fanned out before it.
     pub fn output(&self, data: &[u8]) {
-        self.term.borrow_mut().process(data);
         let mut cut = Vec::new();
         {
             let attached = self.attached.borrow();
-            if attached.is_empty() {
-                return;
-            }
-            let bytes = Bytes::copy_from_slice(data);
-            for a in attached.iter() {
-                let mut rest = bytes.clone();
-                while !rest.is_empty() {
-                    let chunk = rest.split_to(rest.len().min(MAX_OUTPUT_CHUNK));
-                    if !a.client.send(a.client.output_frame(chunk)) {
-                        cut.push(a.client.id);
-                        break;
+            if !attached.is_empty() {
+                let bytes = Bytes::copy_from_slice(data);
+                for a in attached.iter() {
+                    let mut rest = bytes.clone();
+                    while !rest.is_empty() {
+                        let chunk = rest.split_to(rest.len().min(MAX_OUTPUT_CHUNK));
+                        if !a.client.send(a.client.output_frame(chunk)) {
+                            cut.push(a.client.id);
+                            break;
+                        }
                     }
                 }
             }
@@ -216,6 +222,17 @@ impl Session {
         for id in cut {
             self.detach(id);
         }
+        self.term.borrow_mut().push(data);
+    }
+
+    /// Whether output is queued for the emulator.
+    pub fn output_queued(&self) -> bool {
+        self.term.borrow().queued() > 0
+    }
+
+    /// Applies the output queued for the emulator (when the program is quiet).
+    pub fn apply_output(&self) {
+        self.term.borrow_mut().flush();
     }
 
     /// Reads whatever the PTY still holds, without waiting (at the program's exit, so
@@ -259,7 +276,7 @@ impl Session {
             }
         }
         let (r, c) = self.size.get();
-        let snapshot = screen::attach_snapshot(self.term.borrow().screen());
+        let snapshot = screen::attach_snapshot(&mut self.term.borrow_mut());
         let ok =
             client.send(client.geometry_frame(r, c)) && client.send(client.screen_frame(snapshot));
         if !ok {
@@ -279,7 +296,7 @@ impl Session {
     /// PEEK: one SCREEN (legacy connections too: SPEC.md §7 sends GEOMETRY on
     /// attach only).
     pub fn peek(&self, client: &Client, plain: bool, full: bool) {
-        let snapshot = screen::peek_snapshot(self.term.borrow().screen(), plain, full);
+        let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
         client.send(client.screen_frame(snapshot));
     }
 
@@ -419,7 +436,7 @@ impl Session {
             log!("cannot resize the terminal to {rows}x{cols}: {e}");
             return;
         }
-        self.term.borrow_mut().set_size(r, c);
+        self.term.borrow_mut().resize(r.get(), c.get());
         self.size.set((rows, cols));
         self.broadcast(|c| c.geometry_frame(rows, cols));
     }
@@ -470,7 +487,7 @@ impl Session {
     /// STATUS from memory (BRIEF.md invariant 2).
     pub fn status(&self) -> StatusReply {
         let (rows, cols) = self.size.get();
-        let (cursor_row, cursor_col) = self.term.borrow().screen().cursor_position();
+        let (cursor_row, cursor_col) = self.term.borrow_mut().cursor();
         let attached = self.attached.borrow();
         let writers = attached.iter().filter(|a| a.writer).count();
         let readers = attached.len() - writers;

@@ -158,6 +158,12 @@ pub fn interactive(
             Ok(AttachEvent::Detached | AttachEvent::Closed) => break,
             Ok(AttachEvent::Error { code, detail }) => {
                 drop(guard);
+                if code == latch_wire::ErrorCode::TooSlow {
+                    eprintln!(
+                        "[latch: cut off by {}: this terminal did not keep up with the output; attach again for a fresh screen]",
+                        session.id
+                    );
+                }
                 return Err(ClientError::Daemon { code, detail });
             }
             Err(e) => {

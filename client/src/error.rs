@@ -97,6 +97,8 @@ impl ClientError {
                 | ErrorCode::Malformed
                 | ErrorCode::FrameTooLarge => exit::PROTOCOL,
                 ErrorCode::InvalidArgument => exit::USAGE,
+                // Cut off for not keeping up: a degraded stream, not a protocol fault.
+                ErrorCode::TooSlow => exit::UNREACHABLE,
                 _ => exit::OTHER,
             },
         }

@@ -14,8 +14,9 @@
 //!    byte, bounds the number of connections, times the handshake, and feeds every
 //!    frame to `latch_wire::server::ServerConn`, which alone decides what is legal. The
 //!    daemon only carries out what it returns: no effect without BIND.
-//! 3. **The terminal** (`session`, `pty`, `screen`): PTY output goes through a
-//!    vt100 emulator (screen + bounded scrollback) and out to attached clients; ATTACH
+//! 3. **The terminal** (`session`, `pty`, `screen`): PTY output goes out to attached
+//!    clients first and is queued for an alacritty_terminal emulator (screen +
+//!    bounded scrollback), applied before any snapshot; ATTACH applies the queue,
 //!    cuts a screen snapshot and joins the fan-out in one synchronous step on a
 //!    single-threaded runtime, so a client sees every byte after its snapshot exactly
 //!    once. Slow clients are cut off (`fanout` documents the bound).

@@ -175,16 +175,27 @@ pub fn prove(who: &ProcIdentity) -> Result<PidFd, ProofError> {
     if now_boot != who.boot_id {
         return Err(ProofError::Mismatch);
     }
-    match start_time(who.pid) {
-        Ok(t) if t == who.start_time => {}
-        Ok(_) => return Err(ProofError::Mismatch),
+    // One read of /proc/PID/stat gives both the start time and the state.
+    let stat = match fs::read_to_string(format!("/proc/{}/stat", who.pid)) {
+        Ok(s) => s,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ProofError::Gone),
         Err(e) => return Err(ProofError::Unverifiable(e)),
+    };
+    let malformed = || {
+        ProofError::Unverifiable(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "malformed /proc/PID/stat",
+        ))
+    };
+    let started = parse_start_time(&stat).ok_or_else(malformed)?;
+    if started != who.start_time {
+        return Err(ProofError::Mismatch);
     }
     // The pidfd was opened before the start time was read, so if the start time
     // matched, the pidfd refers to the recorded process (or to nothing, if it has
-    // since exited: signals then fail with ESRCH).
-    if !fd.is_alive() || is_zombie(who.pid) {
+    // since exited: signals then fail with ESRCH). A zombie has exited too.
+    let state = parse_state(&stat).ok_or_else(malformed)?;
+    if matches!(state, 'Z' | 'X' | 'x') || !fd.is_alive() {
         return Err(ProofError::Gone);
     }
     Ok(fd)

@@ -208,6 +208,9 @@ pub enum Command {
         /// Also stop and remove running sessions whose working directory is gone.
         #[arg(long)]
         abandoned: bool,
+        /// Also stop and remove running sessions with no input or output for DAYS.
+        #[arg(long, value_name = "DAYS")]
+        idle_days: Option<f64>,
         /// Seconds an orphaned program gets after SIGTERM before SIGKILL.
         #[arg(long, value_name = "S", default_value_t = 3.0)]
         grace: f64,

@@ -334,6 +334,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Gc {
             dry_run,
             abandoned,
+            idle_days,
             grace,
             json,
         } => {
@@ -342,6 +343,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             opts.dry_run = dry_run;
             opts.abandoned_cwd = abandoned;
             opts.grace = secs(grace)?;
+            opts.idle = idle_days.map(|d| secs(d * 86_400.0)).transpose()?;
             let reports = client.gc(&opts)?;
             if json {
                 println!(

@@ -466,3 +466,46 @@ fn restart_upgrades_a_session_whose_daemon_answers_in_legacy_framing() {
     let st = reg.run(&["status", "old", "--json"]).json();
     assert_eq!(st["daemon"]["incarnation"], new.as_str());
 }
+
+/// `gc --idle-days N` stops only sessions whose PTY has seen no input or output for
+/// N days (its access and modification times, as `w` reads them).
+#[test]
+fn gc_idle_days_stops_only_idle_sessions() {
+    let reg = Reg::new();
+    reg.new_session("sleepy", &["sleep", "600"]);
+    reg.new_session("busy", &["sleep", "600"]);
+    let tty = reg.record("sleepy")["tty"].as_str().unwrap().to_owned();
+    assert!(tty.starts_with("/dev/pts/"), "{tty}");
+    let ten_days_ago = nix::sys::time::TimeSpec::new(
+        i64::try_from(latch_registry::now_ms() / 1000).unwrap() - 10 * 86_400,
+        0,
+    );
+    nix::sys::stat::utimensat(
+        nix::fcntl::AT_FDCWD,
+        tty.as_str(),
+        &ten_days_ago,
+        &ten_days_ago,
+        nix::sys::stat::UtimensatFlags::FollowSymlink,
+    )
+    .unwrap();
+    let daemon = pid(&reg.record("sleepy")["daemon"]["pid"]);
+    // Without the flag nothing running is touched.
+    assert_eq!(report(&gc_json(&reg, &[]), "sleepy")["reason"], "running");
+    let dry = gc_json(&reg, &["--idle-days", "3", "--dry-run"]);
+    assert_eq!(report(&dry, "sleepy")["action"], "would-stop", "{dry:?}");
+    assert!(report(&dry, "sleepy")["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("idle for 10"));
+    assert_eq!(report(&dry, "busy")["reason"], "running");
+    let done = gc_json(&reg, &["--idle-days", "3"]);
+    assert_eq!(
+        report(&done, "sleepy")["action"],
+        "stopped-and-removed",
+        "{done:?}"
+    );
+    assert_eq!(report(&done, "busy")["action"], "none");
+    assert!(wait_process_exit(daemon, Duration::from_secs(5)));
+    assert!(!reg.path("sleepy.json").exists());
+    assert!(alive(pid(&reg.record("busy")["child"]["pid"])));
+}

@@ -31,6 +31,20 @@ pub struct GcOptions {
     pub abandoned_cwd: bool,
     /// How long an orphaned program gets after SIGTERM before SIGKILL.
     pub grace: Duration,
+    /// Also stop and remove running sessions idle at least this long: no input and
+    /// no output on their PTY (its access and modification times).
+    pub idle: Option<Duration>,
+}
+
+/// How long `record`'s PTY has seen neither input nor output, if it can be told.
+fn tty_idle(record: &Record) -> Option<Duration> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(record.tty.as_deref()?).ok()?;
+    let last = meta.atime().max(meta.mtime());
+    let now = i64::try_from(latch_registry::now_ms() / 1000).ok()?;
+    u64::try_from(now.checked_sub(last)?)
+        .ok()
+        .map(Duration::from_secs)
 }
 
 /// What gc did, or why it did nothing, for one session.
@@ -107,14 +121,21 @@ impl Client {
                 return skip(report, "kept-by-tag")
             }
             SessionStatus::Running => {
-                let cwd_gone = !Path::new(&observed.cwd).is_dir();
-                if !(opts.abandoned_cwd && cwd_gone) {
-                    report.reason = Some("running".into());
-                    return report;
-                }
+                let cwd_gone = opts.abandoned_cwd && !Path::new(&observed.cwd).is_dir();
+                let idle = opts
+                    .idle
+                    .and_then(|limit| tty_idle(observed).filter(|d| *d >= limit));
+                let why = match (cwd_gone, idle) {
+                    (true, _) => "working directory is gone".to_owned(),
+                    (false, Some(d)) => format!("idle for {:.1} days", d.as_secs_f64() / 86_400.0),
+                    (false, None) => {
+                        report.reason = Some("running".into());
+                        return report;
+                    }
+                };
                 if opts.dry_run {
                     report.action = "would-stop".into();
-                    report.reason = Some("working directory is gone".into());
+                    report.reason = Some(why);
                     return report;
                 }
                 let target = SessionRef::new(observed.id.clone(), observed.incarnation);
@@ -127,7 +148,7 @@ impl Client {
                         match self.remove(&target, false) {
                             Ok(()) => {
                                 report.action = "stopped-and-removed".into();
-                                report.reason = Some("working directory is gone".into());
+                                report.reason = Some(why);
                                 report
                             }
                             Err(e) => skip(report, &gc_reason(&e)),

@@ -356,6 +356,7 @@ fn create_locked(
         env,
         cwd: &spec.cwd,
     };
+    let tty_name = pair.name.clone();
     let child = pty::spawn(&program, pair.slave).map_err(|e| CreateError::new("spawn", e.0))?;
     let child_pid = child.id();
     undo.child = Some(child);
@@ -379,6 +380,7 @@ fn create_locked(
         tags: spec.tags.clone(),
         legacy_policy: spec.legacy_policy,
         exit: None,
+        tty: Some(tty_name),
         extra: serde_json::Map::new(),
     };
 

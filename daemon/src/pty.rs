@@ -25,6 +25,8 @@ pub(crate) struct PtyPair {
     pub master: OwnedFd,
     /// The program's end; dropped by the daemon once the program is spawned.
     pub slave: OwnedFd,
+    /// The slave's path (`/dev/pts/N`), recorded so gc can read its idle time.
+    pub name: String,
 }
 
 /// Opens a PTY of `rows` x `cols`.
@@ -45,7 +47,11 @@ pub(crate) fn open(rows: u16, cols: u16) -> io::Result<PtyPair> {
     termios::tcsetattr(&slave, termios::SetArg::TCSANOW, &attrs)?;
     let master: OwnedFd = master.into();
     set_size(master.as_fd(), rows, cols)?;
-    Ok(PtyPair { master, slave })
+    Ok(PtyPair {
+        master,
+        slave,
+        name,
+    })
 }
 
 /// `TIOCSWINSZ`: sets the terminal size (the kernel sends SIGWINCH to the

@@ -63,6 +63,10 @@ pub struct Record {
     /// Set once the program has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<ExitRecord>,
+    /// The PTY's slave path; its access and modification times are the session's
+    /// last input and output (gc's idle test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<String>,
     /// Fields written by another build, preserved on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -139,6 +143,7 @@ mod tests {
             tags: BTreeMap::new(),
             legacy_policy: LegacyPolicy::Observe,
             exit: None,
+            tty: None,
             extra: serde_json::Map::new(),
         }
     }

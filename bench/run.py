@@ -492,7 +492,7 @@ def peek_all():
     out = {"floor": time_cmd(["/bin/true"], PEEK_N)}
     prog = ["sh", "-c", "seq 1 20; exec cat"]
     latch_new("peek", prog)
-    time.sleep(0.3)
+    run([LATCH, "peek", "peek", "--wait", "20", "--timeout", "10"])  # the output is there
     out["latch"] = time_cmd([LATCH, "peek", "peek"], PEEK_N)
     if "tmux" in PEERS:
         sock = os.path.join(TMP, "tmux-peek.sock")
@@ -517,6 +517,7 @@ def attach_all():
     prog = ["sh", "-c", f"echo {mark}; exec cat"]
     targets = {}
     latch_new("att", prog)
+    run([LATCH, "peek", "att", "--wait", mark, "--timeout", "10"])
     targets["latch"] = ([LATCH, "attach", "att"], signal.SIGTERM)
     if "tmux" in PEERS:
         sock = os.path.join(TMP, "tmux-att.sock")
@@ -528,6 +529,7 @@ def attach_all():
         wait_until(lambda: screen_pid("att") is not None, 5)
         track(screen_pid("att"))
         targets["screen"] = (["screen", "-c", SCREEN_CONF, "-x", "att"], signal.SIGHUP)
+    # The peers offer no event for "the program has printed": give them a moment.
     time.sleep(0.3)
     out = {}
     for name, (args, sig) in targets.items():
@@ -595,12 +597,11 @@ def idle_memory():
     of sessions), SCREEN processes, dtach masters. Programs (sleep) excluded."""
     out = {}
     for count in (10, 50):
-        start = len([1 for _ in range(0)])
         daemons = []
         for i in range(count):
             v = latch_new(f"idle{count}-{i}", ["sleep", "100000"])
             daemons.append(v["daemonPid"])
-        time.sleep(0.5)
+        time.sleep(0.5)  # measure at rest: let start-up allocations settle
         out[f"latch{count}"] = sum(pss_kb(p) or 0 for p in daemons) / count / 1024
         if "tmux" in PEERS:
             sock = os.path.join(TMP, f"tmux-idle{count}.sock")

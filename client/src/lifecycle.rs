@@ -6,7 +6,6 @@
 //! unless its identity is proven (pidfd, start time, boot id).
 
 use std::collections::BTreeMap;
-use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::time::Duration;
 
@@ -67,15 +66,6 @@ pub struct GcReport {
 
 /// The tag that makes gc keep an exited session.
 pub const KEEP_TAG: &str = "keep";
-
-/// Waits until the process behind `fd` exits (the pidfd becomes readable).
-fn wait_pidfd(fd: &latch_registry::PidFd, limit: Duration) -> bool {
-    // SAFETY: the pidfd outlives the poll.
-    let bfd = unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) };
-    let mut fds = [nix::poll::PollFd::new(bfd, nix::poll::PollFlags::POLLIN)];
-    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
-    matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)), Ok(n) if n > 0)
-}
 
 impl Client {
     /// Classifies every session and acts only with proof; reports every session.
@@ -221,9 +211,9 @@ impl Client {
                     return skip(report, &format!("signal-failed: {e}"));
                 }
             }
-            if !wait_pidfd(&fd, opts.grace) {
+            if !fd.wait_exit(opts.grace) {
                 let _ = fd.send_signal(libc::SIGKILL);
-                if !wait_pidfd(&fd, Duration::from_secs(2)) {
+                if !fd.wait_exit(Duration::from_secs(2)) {
                     return skip(report, "shutdown-timed-out");
                 }
             }

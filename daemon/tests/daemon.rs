@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use latch_registry::{CreateSpec, ReadyMessage, Registry};
@@ -25,7 +25,7 @@ use latch_wire::{
     SessionId,
 };
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -192,14 +192,14 @@ impl Drop for Daemon {
         }
         // SIGTERM: the daemon hangs its program up and exits with it.
         let _ = kill(self.pid, Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) => std::thread::sleep(Duration::from_millis(10)),
-                _ => return,
-            }
+        // Wait for the exit through a pidfd (readable once the process has exited).
+        let exited = u32::try_from(self.pid.as_raw())
+            .ok()
+            .and_then(|p| latch_registry::PidFd::open(p).ok())
+            .is_none_or(|fd| fd.wait_exit(Duration::from_secs(3)));
+        if !exited {
+            let _ = kill(self.pid, Signal::SIGKILL);
         }
-        let _ = kill(self.pid, Signal::SIGKILL);
         let _ = waitpid(self.pid, None);
     }
 }

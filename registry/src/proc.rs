@@ -9,7 +9,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use serde::{Deserialize, Serialize};
 
@@ -126,6 +126,15 @@ impl PidFd {
         } else {
             Ok(())
         }
+    }
+
+    /// Waits until the process has exited (the pidfd becomes readable), at most
+    /// `limit`. `true`: it exited (a zombie counts); `false`: still running.
+    pub fn wait_exit(&self, limit: std::time::Duration) -> bool {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let timeout = PollTimeout::try_from(limit).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
+        matches!(poll(&mut fds, timeout), Ok(n) if n > 0)
     }
 
     /// Whether the process is still running (signal 0 through the pidfd).

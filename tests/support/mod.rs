@@ -174,16 +174,10 @@ pub fn kill_all(root: &Path) {
 /// Waits until process `pid` has exited (a pidfd becomes readable when it does),
 /// at most `limit`. Returns false on timeout. A process already gone counts as exited.
 pub fn wait_process_exit(pid: u32, limit: Duration) -> bool {
-    use std::os::fd::BorrowedFd;
-    let fd = match latch_registry::PidFd::open(pid) {
-        Ok(fd) => fd,
-        Err(_) => return true,
-    };
-    // SAFETY: the pidfd stays open for the duration of the poll.
-    let bfd = unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) };
-    let mut fds = [nix::poll::PollFd::new(bfd, nix::poll::PollFlags::POLLIN)];
-    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
-    matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)), Ok(n) if n > 0)
+    match latch_registry::PidFd::open(pid) {
+        Ok(fd) => fd.wait_exit(limit),
+        Err(_) => true,
+    }
 }
 
 /// Whether `pid` is alive (not gone, not a zombie).

@@ -158,18 +158,14 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                 // The daemon closed before confirming: if the session ended (the input
                 // was `exit`, say), that is the expected outcome; otherwise an error.
                 Err(ClientError::Unreachable(m)) => {
-                    match client.read_checked(&target.session.id)? {
-                        Some(r)
-                            if r.incarnation.ct_eq(&target.session.incarnation)
-                                && r.exit.is_some() =>
-                        {
-                            eprintln!(
-                                "latch: session {} ended while the input was being confirmed",
-                                target.session.id
-                            );
-                            Ok(exit::OK)
-                        }
-                        _ => Err(ClientError::Unreachable(m)),
+                    if client.has_exited(&target.session) {
+                        eprintln!(
+                            "latch: session {} ended while the input was being confirmed",
+                            target.session.id
+                        );
+                        Ok(exit::OK)
+                    } else {
+                        Err(ClientError::Unreachable(m))
                     }
                 }
                 Err(e) => Err(e),

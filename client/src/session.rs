@@ -217,7 +217,7 @@ impl Client {
     /// incarnation (constant time): `Replaced` otherwise, with what the id holds now.
     pub fn read_expecting(&self, session: &SessionRef) -> Result<Record, ClientError> {
         let record = self
-            .read(&session.id)?
+            .read_checked(&session.id)?
             .ok_or_else(|| ClientError::Replaced {
                 id: session.id.clone(),
                 expected: session.incarnation,
@@ -233,12 +233,18 @@ impl Client {
         Ok(record)
     }
 
-    /// Reads a record; a corrupt one is a degraded read (exit 7), never an absence.
-    pub fn read_checked(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
-        self.read(id)
+    /// Whether `session`'s exit is recorded (the record still holds its
+    /// incarnation): how a caller tells "the daemon closed because the session
+    /// ended" from any other broken connection.
+    pub fn has_exited(&self, session: &SessionRef) -> bool {
+        matches!(
+            self.registry.read_record(&session.id),
+            Ok(Some(r)) if r.incarnation.ct_eq(&session.incarnation) && r.exit.is_some()
+        )
     }
 
-    fn read(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
+    /// Reads a record; a corrupt one is a degraded read (exit 7), never an absence.
+    pub fn read_checked(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
         match self.registry.read_record(id) {
             Ok(r) => Ok(r),
             Err(e @ RegistryError::Corrupt { .. }) => Err(ClientError::Unreachable(format!(
@@ -275,7 +281,7 @@ impl Client {
                 .parse()
                 .map_err(|e| ClientError::Usage(format!("{reference:?}: {e}")))?;
             let record = self
-                .read(&pinned.id)?
+                .read_checked(&pinned.id)?
                 .ok_or_else(|| ClientError::Replaced {
                     id: pinned.id.clone(),
                     expected: pinned.incarnation,
@@ -294,7 +300,7 @@ impl Client {
             });
         }
         if let Ok(id) = SessionId::new(reference) {
-            if let Some(record) = self.read(&id)? {
+            if let Some(record) = self.read_checked(&id)? {
                 return Ok(Target {
                     session: SessionRef::new(id, record.incarnation),
                     record,
@@ -422,10 +428,8 @@ impl Client {
         let mut bound = match self.connect(session) {
             Ok(b) => b,
             Err(ClientError::Unreachable(m)) => {
-                if let Ok(Some(r)) = self.registry.read_record(&session.id) {
-                    if r.incarnation.ct_eq(&session.incarnation) && r.exit.is_some() {
-                        return Ok(KillOutcome::AlreadyExited);
-                    }
+                if self.has_exited(session) {
+                    return Ok(KillOutcome::AlreadyExited);
                 }
                 // The daemon may be finishing (its socket goes before its exit is
                 // recorded): with a wait, follow it to the end through its proven
@@ -464,13 +468,10 @@ impl Client {
             // The daemon closed while confirming: the session ended under us (its
             // daemon records the exit before closing). Report it only if proven.
             Err(ClientError::Unreachable(m)) => {
-                return match self.registry.read_record(&session.id) {
-                    Ok(Some(r))
-                        if r.incarnation.ct_eq(&session.incarnation) && r.exit.is_some() =>
-                    {
-                        Ok(KillOutcome::Killed)
-                    }
-                    _ => Err(ClientError::Unreachable(m)),
+                return if self.has_exited(session) {
+                    Ok(KillOutcome::Killed)
+                } else {
+                    Err(ClientError::Unreachable(m))
                 };
             }
             Err(e) => return Err(e),
@@ -518,14 +519,11 @@ impl Client {
             Err(ProofError::Gone | ProofError::Mismatch) => return Ok(KillOutcome::Killed),
             Err(e) => return Err(ClientError::Unreachable(e.to_string())),
         };
-        // SAFETY: the pidfd outlives the poll.
-        let bfd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd.as_raw_fd()) };
-        let mut fds = [nix::poll::PollFd::new(bfd, nix::poll::PollFlags::POLLIN)];
-        let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
-        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
-            Ok(n) if n > 0 => Ok(KillOutcome::Killed),
-            _ => Ok(KillOutcome::TimedOut),
-        }
+        Ok(if fd.wait_exit(limit) {
+            KillOutcome::Killed
+        } else {
+            KillOutcome::TimedOut
+        })
     }
 
     /// Records `kill_requested` under the lock, only if the record still holds

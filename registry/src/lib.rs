@@ -115,14 +115,12 @@ impl Registry {
     /// A fresh random id, `s-` and 8 lowercase hex digits, for sessions created
     /// without one.
     pub fn fresh_id(&self) -> Result<SessionId, RegistryError> {
-        let inc =
-            self.key
-                .mint(&SessionId::new("id").map_err(|e| {
-                    RegistryError::io("fresh id", io::Error::other(e.to_string()))
-                })?)?;
-        let hex = inc.to_string();
-        // Nonce hex digits follow "v1.": 4 random bytes are plenty for a default id.
-        let id = format!("s-{}", &hex[3..11]);
+        use ring::rand::SecureRandom;
+        let mut bytes = [0u8; 4];
+        ring::rand::SystemRandom::new()
+            .fill(&mut bytes)
+            .map_err(|_| RegistryError::io("fresh id", io::Error::other("no system randomness")))?;
+        let id = format!("s-{:08x}", u32::from_be_bytes(bytes));
         SessionId::new(id)
             .map_err(|e| RegistryError::io("fresh id", io::Error::other(e.to_string())))
     }
@@ -131,31 +129,21 @@ impl Registry {
     /// `<root>/defaults.json`, or `observe` when the file does not exist. A file that
     /// exists but cannot be read or parsed is an error, never a silent default.
     pub fn default_legacy_policy(&self) -> Result<latch_wire::LegacyPolicy, RegistryError> {
-        let path = self.root.join(DEFAULTS_FILE);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(latch_wire::LegacyPolicy::default())
-            }
-            Err(e) => {
-                return Err(RegistryError::Corrupt {
-                    path,
-                    reason: e.to_string(),
-                })
-            }
-        };
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         struct Defaults {
             #[serde(default)]
             legacy_policy: latch_wire::LegacyPolicy,
         }
-        serde_json::from_slice::<Defaults>(&bytes)
+        let path = self.root.join(DEFAULTS_FILE);
+        let parsed = match fs::read(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
+            Err(e) => Err(e.to_string()),
+            Ok(bytes) => serde_json::from_slice::<Defaults>(&bytes).map_err(|e| e.to_string()),
+        };
+        parsed
             .map(|d| d.legacy_policy)
-            .map_err(|e| RegistryError::Corrupt {
-                path,
-                reason: e.to_string(),
-            })
+            .map_err(|reason| RegistryError::Corrupt { path, reason })
     }
 
     /// Mints a fresh incarnation for `id`.

@@ -242,6 +242,8 @@ fn gc_racing_a_replacement_never_touches_it() {
         let inc_a = reg.new_session("gcr", &["cat"]);
         crash(&reg, "gcr", true);
         let root = reg.root.clone();
+        // A varying start offset spreads gc across the replacement's steps; it
+        // orders nothing (the assertions read the reports and the record).
         let jitter = Duration::from_micros((round as u64 * 7919) % 4000);
         let gc = std::thread::spawn(move || {
             std::thread::sleep(jitter);

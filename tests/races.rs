@@ -55,6 +55,8 @@ fn operations_aimed_at_a_never_touch_its_replacement() {
     let (mut hit_a, mut refused) = (0usize, 0usize);
     for round in 0..rounds {
         let a = new_cat(&client, &id);
+        // Random start offsets vary the interleaving from round to round; they order
+        // nothing. Every outcome is then read from the record and the processes.
         let delays: Vec<Duration> = (0..4).map(|_| rng.micros(3000)).collect();
 
         let replacer = {

@@ -153,23 +153,13 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                     None => bytes.extend_from_slice(arg.as_bytes()),
                 }
             }
-            match client.connect(&target.session)?.send(&bytes) {
-                Ok(()) => Ok(exit::OK),
-                // The daemon closed before confirming: if the session ended (the input
-                // was `exit`, say), that is the expected outcome; otherwise an error.
-                Err(ClientError::Unreachable(m)) => {
-                    if client.has_exited(&target.session) {
-                        eprintln!(
-                            "latch: session {} ended while the input was being confirmed",
-                            target.session.id
-                        );
-                        Ok(exit::OK)
-                    } else {
-                        Err(ClientError::Unreachable(m))
-                    }
-                }
-                Err(e) => Err(e),
+            if !client.send(&target.session, &bytes)? {
+                eprintln!(
+                    "latch: session {} ended while the input was being confirmed",
+                    target.session.id
+                );
             }
+            Ok(exit::OK)
         }
         Command::Resize {
             reference,

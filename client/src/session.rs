@@ -233,6 +233,17 @@ impl Client {
         Ok(record)
     }
 
+    /// Sends input to `session`. `Ok(true)`: the daemon confirmed it. `Ok(false)`:
+    /// the session ended while the input was being confirmed (the input was `exit`,
+    /// say), so delivery is unconfirmed but the session is gone, as expected.
+    pub fn send(&self, session: &SessionRef, bytes: &[u8]) -> Result<bool, ClientError> {
+        match self.connect(session)?.send(bytes) {
+            Ok(()) => Ok(true),
+            Err(ClientError::Unreachable(_)) if self.has_exited(session) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Whether `session`'s exit is recorded (the record still holds its
     /// incarnation): how a caller tells "the daemon closed because the session
     /// ended" from any other broken connection.

@@ -41,8 +41,15 @@ impl Drop for RawGuard {
     }
 }
 
-/// The terminal size of stdout, or (0, 0) when it is not a terminal.
+/// The terminal size of stdout, clamped into the daemon's limits (SPEC.md §8: a
+/// larger terminal shows the session in its top-left corner), or (0, 0) when it is
+/// not a terminal.
 pub fn size() -> (u16, u16) {
+    let (rows, cols) = raw_size();
+    latch_wire::limits::clamp_size(rows, cols)
+}
+
+fn raw_size() -> (u16, u16) {
     let mut ws = libc::winsize {
         ws_row: 0,
         ws_col: 0,
@@ -148,7 +155,7 @@ pub fn interactive(
     let mut outcome = None;
     loop {
         match reader.next_event() {
-            Ok(AttachEvent::Output(b)) => {
+            Ok(AttachEvent::Output(b) | AttachEvent::Screen(b)) => {
                 if stdout.write_all(&b).and_then(|()| stdout.flush()).is_err() {
                     break;
                 }
@@ -160,7 +167,7 @@ pub fn interactive(
                 drop(guard);
                 if code == latch_wire::ErrorCode::TooSlow {
                     eprintln!(
-                        "[latch: cut off by {}: this terminal did not keep up with the output; attach again for a fresh screen]",
+                        "[latch: cut off by {}: this terminal read nothing for a minute; attach again for a fresh screen]",
                         session.id
                     );
                 }

@@ -112,12 +112,14 @@ pub enum Command {
         #[command(flatten)]
         expect: Expect,
     },
-    /// Signal a session's program (default SIGTERM).
+    /// End a session: hang up its terminal (every process of the session gets
+    /// SIGHUP, as when a terminal closes), or send --signal to its program; once the
+    /// program has exited, the rest of its session is hung up, then killed.
     Kill {
         /// ID, unique display name, or ID@INCARNATION.
         reference: String,
-        /// Signal name or number.
-        #[arg(long, short, default_value = "TERM")]
+        /// Signal name or number for the program (HUP: hang up the whole session).
+        #[arg(long, short, default_value = "HUP")]
         signal: String,
         /// Wait until the session has ended.
         #[arg(long)]

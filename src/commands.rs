@@ -167,9 +167,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             cols,
             expect,
         } => {
-            if rows == 0 || cols == 0 {
-                return Err(usage("rows and columns must be at least 1"));
-            }
+            latch_wire::limits::check_size(rows, cols).map_err(|e| usage(e.to_string()))?;
             let client = open(root)?;
             let target = resolve(&client, &reference, &expect)?;
             client.connect(&target.session)?.resize(rows, cols)?;
@@ -553,7 +551,7 @@ fn peek(
         }
         reader.set_timeout(Some(left))?;
         match reader.next_event() {
-            Ok(AttachEvent::Output(_) | AttachEvent::Geometry { .. }) => {}
+            Ok(AttachEvent::Output(_) | AttachEvent::Screen(_) | AttachEvent::Geometry { .. }) => {}
             Ok(AttachEvent::Exit(_) | AttachEvent::Closed | AttachEvent::Detached) => {
                 return Err(ClientError::Unreachable(format!(
                     "session ended before {text:?} appeared"

@@ -364,7 +364,7 @@ fn draining_fence_holds_until_the_program_is_gone() {
     );
     reg.wait_for("stub", "ready");
     let child = pid(&reg.record("stub")["child"]["pid"]);
-    // TERM is ignored: the drain times out and says so.
+    // The hangup (the default) is ignored: the drain times out and says so.
     let r = reg.run(&["kill", "stub", "--wait", "--timeout", "0.5", "--json"]);
     assert_eq!(r.json()["outcome"], "timed-out", "{r:?}");
     assert_eq!(r.code, 6);

@@ -196,8 +196,16 @@ impl Connection {
             read_one: false,
         };
         let hs = ClientHandshake::default();
-        writer.write_frame(&hs.hello())?;
-        let answer = reader.read_frame()?.ok_or_else(|| {
+        // A daemon that refuses the connection (too many connections) writes its
+        // refusal and closes without reading: our HELLO may then meet a broken
+        // pipe, yet the refusal is waiting to be read. Read it before giving up.
+        let wrote = writer.write_frame(&hs.hello());
+        let answer = match (wrote, reader.read_frame()) {
+            (_, Ok(Some(f))) => Some(f),
+            (Err(e), _) => return Err(e),
+            (Ok(()), read) => read?,
+        };
+        let answer = answer.ok_or_else(|| {
             ClientError::Protocol(
                 "the daemon closed the connection instead of answering HELLO".into(),
             )
@@ -437,6 +445,10 @@ pub enum AttachEvent {
         /// Columns.
         cols: u16,
     },
+    /// A fresh screen (a full repaint): this client fell behind the output and the
+    /// daemon resynchronised it instead of relaying what it missed (SPEC.md §8).
+    /// A GEOMETRY precedes it.
+    Screen(Bytes),
     /// The program ended.
     Exit(ExitStatus),
     /// The daemon acknowledged DETACH.
@@ -467,6 +479,7 @@ impl AttachReader {
                 Some(ServerFrame::Output(b)) => AttachEvent::Output(b),
                 Some(ServerFrame::Geometry { rows, cols }) => AttachEvent::Geometry { rows, cols },
                 Some(ServerFrame::Exit(s)) => AttachEvent::Exit(s),
+                Some(ServerFrame::Screen(b)) => AttachEvent::Screen(b),
                 Some(ServerFrame::Detached) => AttachEvent::Detached,
                 Some(ServerFrame::Error { code, detail }) => AttachEvent::Error { code, detail },
                 Some(ServerFrame::Pong(_)) => continue,

@@ -89,7 +89,9 @@ impl ClientError {
             Self::Exists(_) | Self::Other(_) => exit::OTHER,
             Self::Daemon { code, .. } => match code {
                 ErrorCode::IncarnationMismatch | ErrorCode::IdMismatch => exit::REPLACED,
-                ErrorCode::Draining => exit::BUSY,
+                // The session cannot take this now; trying again later may work.
+                ErrorCode::Draining | ErrorCode::InputFull => exit::BUSY,
+                ErrorCode::TooManyConnections | ErrorCode::HandshakeTimeout => exit::UNREACHABLE,
                 ErrorCode::ForbiddenByPolicy => exit::REFUSED,
                 ErrorCode::VersionUnsupported
                 | ErrorCode::NotNegotiated

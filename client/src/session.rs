@@ -168,14 +168,18 @@ impl Client {
         env.entry("TERM".into())
             .or_insert_with(|| "xterm-256color".into());
         env.extend(new.env);
+        let rows = if new.rows == 0 { 24 } else { new.rows };
+        let cols = if new.cols == 0 { 80 } else { new.cols };
+        latch_wire::limits::check_size(rows, cols)
+            .map_err(|e| ClientError::Usage(format!("terminal size {rows}x{cols}: {e}")))?;
         let spec = CreateSpec {
             id,
             display_name: new.name,
             command,
             cwd: cwd.to_string_lossy().into_owned(),
             env,
-            rows: if new.rows == 0 { 24 } else { new.rows },
-            cols: if new.cols == 0 { 80 } else { new.cols },
+            rows,
+            cols,
             tags: new.tags,
             legacy_policy: new.legacy_policy,
             scrollback: latch_registry::spec::DEFAULT_SCROLLBACK,
@@ -442,15 +446,21 @@ impl Client {
                 if self.has_exited(session) {
                     return Ok(KillOutcome::AlreadyExited);
                 }
-                // The daemon may be finishing (its socket goes before its exit is
-                // recorded): with a wait, follow it to the end through its proven
-                // pidfd; it ended without our signal, so it "already exited".
-                if let Some(limit) = wait {
-                    if self.wait_daemon_gone(session, limit)? == KillOutcome::Killed {
-                        return Ok(KillOutcome::AlreadyExited);
-                    }
-                }
-                return Err(ClientError::Unreachable(m));
+                // The daemon does not answer: its socket was deleted, or it is
+                // stuck. Act through the program's proven identity instead, under
+                // the lock (SPEC.md §9.11); if the program is already gone, the
+                // daemon is finishing.
+                return self.kill_by_proof(session, signal, wait, m);
+            }
+            // The daemon refuses the connection itself (every slot taken by idle
+            // connections): same fallback.
+            Err(ClientError::Daemon {
+                code:
+                    code @ (latch_wire::ErrorCode::TooManyConnections
+                    | latch_wire::ErrorCode::HandshakeTimeout),
+                detail,
+            }) => {
+                return self.kill_by_proof(session, signal, wait, format!("{code}: {detail}"));
             }
             // Another stop is under way: the fence refuses our BIND. With a wait,
             // follow that stop to its end through the daemon's proven pidfd.
@@ -499,19 +509,66 @@ impl Client {
         }
     }
 
+    /// kill when the daemon cannot be asked: signals the program's proven identity
+    /// and hangs up the rest of its session ([`Client::signal_proven_child`]), then,
+    /// with `wait`, follows the daemon to its end. `why` says why the daemon could
+    /// not be asked, for the error when nothing can be proven either.
+    fn kill_by_proof(
+        &self,
+        session: &SessionRef,
+        signal: i32,
+        wait: Option<Duration>,
+        why: String,
+    ) -> Result<KillOutcome, ClientError> {
+        match self.signal_proven_child(session, signal) {
+            Ok(true) => {}
+            // The program is gone: the daemon is finishing; follow it if asked.
+            Ok(false) => {
+                if let Some(limit) = wait {
+                    self.wait_daemon_gone(session, limit)?;
+                }
+                return Ok(KillOutcome::AlreadyExited);
+            }
+            Err(ClientError::Unreachable(m)) => {
+                return Err(ClientError::Unreachable(format!("{why}; and {m}")))
+            }
+            Err(e) => return Err(e),
+        }
+        match wait {
+            None => Ok(KillOutcome::Signaled),
+            Some(limit) => self.wait_daemon_gone(session, limit),
+        }
+    }
+
     /// Signals `session`'s program through a pidfd after proving its identity, under
-    /// the session lock and only while the record holds `session`'s incarnation.
+    /// the session lock and only while the record holds `session`'s incarnation;
+    /// and hangs up (SIGHUP, SIGCONT) every other process of its terminal session,
+    /// proven while the program's pidfd holds its pid. Returns whether the program
+    /// was signalled (false: it is gone).
     pub(crate) fn signal_proven_child(
         &self,
         session: &SessionRef,
         signal: i32,
-    ) -> Result<(), ClientError> {
+    ) -> Result<bool, ClientError> {
         let _lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
         let record = self.read_expecting(session)?;
-        match latch_registry::proc::signal_proven(&record.child, signal) {
-            Ok(()) | Err(ProofError::Gone) => Ok(()),
+        let program = match prove(&record.child) {
+            Ok(fd) => fd,
+            Err(ProofError::Gone) => return Ok(false),
+            Err(e) => {
+                return Err(ClientError::Unreachable(format!(
+                    "cannot prove session {}'s program: {e}; not signalled",
+                    session.id
+                )))
+            }
+        };
+        // While the proven program runs, its pid names only its own session.
+        latch_registry::proc::signal_session_members(program.pid(), &[libc::SIGHUP, libc::SIGCONT]);
+        match program.send_signal(signal) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
             Err(e) => Err(ClientError::Unreachable(format!(
-                "cannot prove session {}'s program: {e}; not signalled",
+                "cannot signal session {}'s program: {e}",
                 session.id
             ))),
         }

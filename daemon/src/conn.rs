@@ -5,10 +5,15 @@
 //! accept ── peer uid != ours ──────────────> close (logged), nothing read
 //!   │    ── MAX_CONNECTIONS reached ───────> MAGIC + ERROR too-many-connections, close
 //!   v
-//! reader: first frame within HANDSHAKE_TIMEOUT_MS, else close (strict: ERROR
-//!         handshake-timeout first); every frame -> ServerConn::handle -> Outs, in order
+//! reader: first frame within HANDSHAKE_TIMEOUT_MS, then (negotiated, unbound) each
+//!         frame within IDLE_UNBOUND_MS, else close (strict: ERROR handshake-timeout
+//!         first); every frame -> ServerConn::handle -> Outs, in order
 //!         decode error: strict -> ERROR <code> + close; legacy/undecided -> close
-//! writer: queue -> encode -> socket; see `fanout` for the bound
+//!         stops reading while its replies are unread (REPLY_QUEUE_BYTES), and, for
+//!         an attached writer that sent INPUT, while the program's input is full
+//! writer: queue -> encode -> socket; resynchronises a client that fell behind
+//!         once it has read what was queued; cuts off a client that read nothing for
+//!         CLIENT_STALL_MS (see `fanout` for the bounds)
 //! ```
 //!
 //! Peer input never panics the daemon: every failure ends this connection only.
@@ -21,16 +26,18 @@ use futures_util::StreamExt;
 use latch_wire::codec::{Framing, Inbound, Outbound, ServerCodec};
 use latch_wire::framing::MAGIC;
 use latch_wire::legacy::LegacyClientFrame;
-use latch_wire::limits::{HANDSHAKE_TIMEOUT_MS, MAX_CONNECTIONS};
-use latch_wire::server::{Effect, Env, Out, ServerConn};
-use latch_wire::{CodecError, ErrorCode, LegacyPolicy, ServerFrame};
+use latch_wire::limits::{HANDSHAKE_TIMEOUT_MS, IDLE_UNBOUND_MS, MAX_CONNECTIONS};
+use latch_wire::server::{ConnState, Effect, Env, Out, ServerConn};
+use latch_wire::{ClientFrame, CodecError, ErrorCode, LegacyPolicy, ServerFrame};
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::time::{timeout, timeout_at, Instant};
 use tokio_util::codec::FramedRead;
 
-use crate::fanout::{Client, Phase, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH};
+use crate::fanout::{
+    stall_timeout, Client, Phase, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
+};
 use crate::session::Session;
 
 /// Accepts connections until the task is aborted.
@@ -92,7 +99,10 @@ fn refuse_too_many(stream: &UnixStream) {
 /// Serves one accepted connection to its end.
 async fn serve(session: Rc<Session>, client: Rc<Client>, stream: UnixStream) {
     let (rd, wr) = stream.into_split();
-    tokio::join!(read_loop(&session, &client, rd), write_loop(&client, wr));
+    tokio::join!(
+        read_loop(&session, &client, rd),
+        write_loop(&session, &client, wr)
+    );
     session.unregister(client.id);
 }
 
@@ -123,23 +133,50 @@ async fn next_frame(
     }
 }
 
+/// When the connection must have sent its next frame: its first within
+/// HANDSHAKE_TIMEOUT_MS, and, once negotiated but not bound, each next one within
+/// IDLE_UNBOUND_MS (SPEC.md §8). Bound connections have no deadline.
+fn read_deadline(state: ConnState, opened: Instant, last_frame: Instant) -> Option<Instant> {
+    match state {
+        ConnState::Accepted => Some(opened + Duration::from_millis(HANDSHAKE_TIMEOUT_MS)),
+        ConnState::Negotiated { .. } => Some(last_frame + Duration::from_millis(IDLE_UNBOUND_MS)),
+        ConnState::Bound { .. } | ConnState::Legacy { .. } | ConnState::Closed => None,
+    }
+}
+
 async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf) {
     let mut framed = FramedRead::new(rd, ServerCodec::default());
     let mut conn = ServerConn::new(session.server_config());
-    let mut deadline = Some(Instant::now() + Duration::from_millis(HANDSHAKE_TIMEOUT_MS));
+    let opened = Instant::now();
+    let mut last_frame = opened;
     let mut warned_dropped = false;
     loop {
         if client.phase() != Phase::Open {
             break;
         }
+        let deadline = read_deadline(conn.state(), opened, last_frame);
         let frame = match next_frame(&mut framed, client, deadline).await {
             Next::Stopped => break,
             Next::TimedOut => {
-                log!("connection {}: no complete first frame in time", client.id);
+                let first = conn.state() == ConnState::Accepted;
+                log!(
+                    "connection {}: {} in time",
+                    client.id,
+                    if first {
+                        "no complete first frame"
+                    } else {
+                        "negotiated but not bound"
+                    }
+                );
                 if framed.decoder().framing() == Framing::Strict {
+                    let detail = if first {
+                        format!("no complete frame within {HANDSHAKE_TIMEOUT_MS} ms")
+                    } else {
+                        format!("no BIND and no frame within {IDLE_UNBOUND_MS} ms")
+                    };
                     client.send(Outbound::Strict(ServerFrame::error(
                         ErrorCode::HandshakeTimeout,
-                        format!("no complete frame within {HANDSHAKE_TIMEOUT_MS} ms"),
+                        detail,
                     )));
                 }
                 break;
@@ -164,7 +201,9 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf
             }
             Next::Frame(Some(Ok(frame))) => frame,
         };
-        if deadline.take().is_some() && framed.decoder().framing() == Framing::Legacy {
+        let first = conn.state() == ConnState::Accepted;
+        last_frame = Instant::now();
+        if first && framed.decoder().framing() == Framing::Legacy {
             client.set_legacy();
             match session.legacy_policy() {
                 LegacyPolicy::Off => {
@@ -190,28 +229,47 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf
                 );
             }
         }
+        let sent_input = matches!(
+            frame,
+            Inbound::Strict(ClientFrame::Input(_)) | Inbound::Legacy(LegacyClientFrame::Data(_))
+        );
         let env = Env {
             draining: session.draining(),
         };
         for out in conn.handle(frame, env) {
             carry_out(session, client, &conn, out);
         }
-        // Input backpressure: stop reading while the program is behind on input.
-        while !session.input_has_room() && client.phase() == Phase::Open {
-            let room = session.input_room.notified();
-            tokio::pin!(room);
-            room.as_mut().enable();
-            if session.input_has_room() {
-                break;
-            }
+        // Replies: a client that does not read its answers stops being read.
+        while client.replies_full() && client.phase() == Phase::Open {
             tokio::select! {
-                () = room => {}
+                () = client.replies_drained.notified() => {}
                 () = client.stop_reader.notified() => break,
             }
+        }
+        // Input: only the attached read-write client that is typing into a program
+        // that does not read waits (others were refused with input-full).
+        if sent_input && conn.is_writer() {
+            wait_for_input_room(session, client).await;
         }
     }
     session.detach(client.id);
     client.close();
+}
+
+/// Waits until the program's input queue has room or the connection closes.
+async fn wait_for_input_room(session: &Session, client: &Client) {
+    while !session.input_has_room() && client.phase() == Phase::Open {
+        let room = session.input_room.notified();
+        tokio::pin!(room);
+        room.as_mut().enable();
+        if session.input_has_room() {
+            break;
+        }
+        tokio::select! {
+            () = room => {}
+            () = client.stop_reader.notified() => break,
+        }
+    }
 }
 
 /// Carries out one of the state machine's outputs.
@@ -242,7 +300,9 @@ fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out
                     session.peek(client, plain, full);
                     Ok(())
                 }
-                Effect::Input(bytes) => session.input(bytes),
+                Effect::Input(bytes) => {
+                    session.input(bytes, conn.is_attached() && conn.is_writer())
+                }
                 Effect::Resize { rows, cols } => session.resize(
                     client.id,
                     conn.is_attached() && conn.is_writer(),
@@ -260,7 +320,9 @@ fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out
                         );
                     }
                     session.set_draining();
-                    session.signal(sig)
+                    // Queued input will never be wanted now.
+                    session.discard_input();
+                    session.stop(sig)
                 }
                 Effect::Detach => {
                     session.detach(client.id);
@@ -278,10 +340,11 @@ fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out
     }
 }
 
-async fn write_loop(client: &Client, mut wr: OwnedWriteHalf) {
+async fn write_loop(session: &Session, client: &Rc<Client>, mut wr: OwnedWriteHalf) {
     let mut codec = ServerCodec::default();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut deadline: Option<Instant> = None;
+    let stall = stall_timeout();
     loop {
         if buf.len() < WRITE_BATCH {
             client.fill(&mut codec, &mut buf, WRITE_BATCH);
@@ -299,12 +362,27 @@ async fn write_loop(client: &Client, mut wr: OwnedWriteHalf) {
             if phase != Phase::Open {
                 break;
             }
+            // Everything queued was read: a client that fell behind gets a fresh
+            // screen now (fanout module docs).
+            if client.wants_resync() {
+                session.resync(client);
+                continue;
+            }
             client.wake_writer.notified().await;
             continue;
         }
         let written = match deadline {
             None => tokio::select! {
-                r = wr.write_all_buf(&mut buf) => r.is_ok(),
+                r = timeout(stall, wr.write_buf(&mut buf)) => match r {
+                    Ok(Ok(n)) => n > 0,
+                    Ok(Err(_)) => false,
+                    // Nothing read for the stall timeout: cut off, then go round
+                    // again with the cut's deadline.
+                    Err(_) => {
+                        client.cut_off(stall);
+                        true
+                    }
+                },
                 // Cut off while blocked: go round again with the deadline. Whatever
                 // of `buf` was written stays written; the rest is still in `buf`.
                 () = client.cut.notified() => true,

@@ -243,12 +243,20 @@ pub(crate) fn create(root: &Path, spec: &CreateSpec) -> Result<Created, CreateEr
     if spec.command.is_empty() {
         return Err(CreateError::new("invalid", "no program to run"));
     }
-    if spec.rows == 0 || spec.cols == 0 {
+    // Checked before anything is allocated for them (SPEC.md §8).
+    if let Err(e) = latch_wire::limits::check_size(spec.rows, spec.cols) {
+        return Err(CreateError::new(
+            "invalid",
+            format!("terminal size {}x{} is invalid: {e}", spec.rows, spec.cols),
+        ));
+    }
+    if spec.scrollback > latch_wire::limits::MAX_SCROLLBACK {
         return Err(CreateError::new(
             "invalid",
             format!(
-                "terminal size {}x{} is invalid: rows and columns must be at least 1",
-                spec.rows, spec.cols
+                "scrollback of {} lines is over the limit of {}",
+                spec.scrollback,
+                latch_wire::limits::MAX_SCROLLBACK
             ),
         ));
     }

@@ -1,23 +1,32 @@
-//! Per-connection outbound queues, the backpressure bound, and the PTY size rule.
+//! Per-connection outbound queues, the backpressure bounds, and the PTY size rule.
 //!
 //! # Backpressure (SPEC.md §8 cites this)
 //!
-//! Every connection has one outbound queue, shared by its replies and by the output
-//! fanned out to it, and one writer task that drains the queue to the socket. The
-//! queue is bounded by [`CLIENT_QUEUE_BYTES`] of *pending* bytes: each queued frame
-//! costs its payload length plus [`FRAME_OVERHEAD`]. Enqueueing never waits:
+//! Every connection has one outbound queue and one writer task that drains it to
+//! the socket. Two kinds of frame share the queue, in order:
 //!
-//! - if the frame fits (or the queue is empty: one frame larger than the bound, such
-//!   as a full-scrollback SCREEN, is accepted alone), it is queued;
-//! - otherwise the client is **cut off**: its pending queue is dropped, a strict
-//!   client is sent `ServerFrame::Error { code: too-slow }` after whatever frame was
-//!   already half-written (best effort, within [`CUT_WRITE_TIMEOUT`]), and the
-//!   connection is closed. A legacy client (no error packet) is just closed.
+//! - **replies** to the connection's own requests (WELCOME, STATUS, PONG, a PEEK's
+//!   SCREEN, errors). They are always queued; instead, the connection's reader stops
+//!   reading requests while more than [`REPLY_QUEUE_BYTES`] of replies are pending,
+//!   so a client that sends requests without reading the answers only fills its own
+//!   socket buffer;
+//! - **stream** frames fanned out to an attached client (OUTPUT, GEOMETRY, the
+//!   attach SCREEN, EXIT). Enqueueing never waits. When a stream frame would take
+//!   the queue over [`CLIENT_QUEUE_BYTES`] or [`CLIENT_QUEUE_ITEMS`], the client has
+//!   **fallen behind**: every stream frame still queued is dropped (replies stay),
+//!   and nothing more is queued for it until its writer has emptied the queue — the
+//!   client is reading again. Then the session **resynchronises** it: GEOMETRY and a
+//!   fresh SCREEN, cut exactly as on ATTACH, then live output again (as tmux redraws
+//!   a client instead of relaying what it missed).
 //!
-//! So the PTY reader and the other clients never wait on a slow client; a client that
-//! falls more than 8 MiB behind loses its connection with a typed reason, never
-//! silently loses bytes in the middle of its stream. Memory per client stays under
-//! the bound plus one frame plus the writer's batch ([`WRITE_BATCH`]).
+//! Each frame counts what it really holds: the queue slot plus its heap bytes
+//! ([`cost`]). So memory per client stays under the bound plus one frame plus the
+//! writer's batch ([`WRITE_BATCH`]), whatever the client does, and a stopped client
+//! costs no more than that until it reads again.
+//!
+//! The only disconnection left is for a client that reads nothing at all for
+//! [`CLIENT_STALL_MS`] while its writer has bytes for it: it is sent
+//! `too-slow` (best effort, within [`CUT_WRITE_TIMEOUT`]) and closed.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -26,12 +35,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use latch_wire::codec::{Outbound, ServerCodec};
 use latch_wire::legacy::LegacyServerFrame;
-use latch_wire::limits::CLIENT_QUEUE_BYTES;
+use latch_wire::limits::{
+    CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS, CLIENT_STALL_MS, REPLY_QUEUE_BYTES,
+};
 use latch_wire::{ErrorCode, ExitStatus, ServerFrame};
 use tokio::sync::Notify;
 
-/// Accounting overhead per queued frame (header, variant, length varint), in bytes.
-pub(crate) const FRAME_OVERHEAD: usize = 16;
 /// How long a cut-off client's writer may take to finish its half-written frame and
 /// the `too-slow` error before the socket is closed regardless.
 pub(crate) const CUT_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -41,77 +50,145 @@ pub(crate) const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Encoded bytes the writer takes from the queue per socket write.
 pub(crate) const WRITE_BATCH: usize = 256 * 1024;
 
-/// What a queued frame costs against the bound.
-pub(crate) fn cost(item: &Outbound) -> usize {
-    let payload = match item {
-        Outbound::Strict(ServerFrame::Output(b) | ServerFrame::Screen(b))
-        | Outbound::Legacy(
-            LegacyServerFrame::Data(b)
-            | LegacyServerFrame::Screen(b)
-            | LegacyServerFrame::Status(b),
-        ) => b.len(),
-        Outbound::Strict(ServerFrame::Error { detail, .. }) => detail.len(),
-        Outbound::Strict(ServerFrame::Welcome { server, .. }) => server.len(),
-        Outbound::Strict(ServerFrame::Status(_)) => 128,
-        _ => 0,
-    };
-    payload.saturating_add(FRAME_OVERHEAD)
+/// The environment variable that lowers [`CLIENT_STALL_MS`] for tests (SPEC.md §8).
+pub(crate) const ENV_STALL_MS: &str = "LATCH_TEST_STALL_MS";
+
+/// How long a client may read nothing while output is pending for it.
+pub(crate) fn stall_timeout() -> Duration {
+    let ms = std::env::var(ENV_STALL_MS)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .unwrap_or(CLIENT_STALL_MS);
+    Duration::from_millis(ms)
 }
 
-/// The result of [`Queue::push`].
+/// Which lane a queued frame travels in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// A reply to this connection's own request.
+    Reply,
+    /// Part of the attached output stream.
+    Stream,
+}
+
+/// What a queued frame really costs: its queue slot plus the heap bytes it holds.
+pub(crate) fn cost(item: &Outbound) -> usize {
+    let heap = match item {
+        Outbound::Strict(frame) => match frame {
+            ServerFrame::Output(b) | ServerFrame::Screen(b) => b.len(),
+            ServerFrame::Error { detail, .. } => detail.len(),
+            ServerFrame::Welcome { server, .. } => server.len(),
+            ServerFrame::Status(s) => s.id.as_str().len(),
+            ServerFrame::Bound { id, .. } => id.as_str().len(),
+            ServerFrame::Geometry { .. }
+            | ServerFrame::Exit(_)
+            | ServerFrame::Pong(_)
+            | ServerFrame::Detached => 0,
+        },
+        Outbound::Legacy(frame) => match frame {
+            LegacyServerFrame::Data(b)
+            | LegacyServerFrame::Screen(b)
+            | LegacyServerFrame::Status(b) => b.len(),
+            LegacyServerFrame::Exit(_) | LegacyServerFrame::Geometry { .. } => 0,
+        },
+    };
+    heap.saturating_add(std::mem::size_of::<(Lane, Outbound)>())
+}
+
+/// The result of [`Queue::push_stream`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pushed {
     /// The frame is queued.
     Queued,
-    /// The frame would take the queue over its bound; nothing was queued.
+    /// The frame would take the queue over a bound; nothing was queued.
     Overflow,
 }
 
 /// A bounded queue of outbound frames (pure accounting, no IO).
 #[derive(Debug)]
 pub(crate) struct Queue {
-    items: VecDeque<Outbound>,
+    items: VecDeque<(Lane, Outbound)>,
     pending: usize,
+    replies: usize,
     limit: usize,
+    max_items: usize,
 }
 
 impl Queue {
-    /// An empty queue bounded by `limit` pending bytes.
-    pub fn new(limit: usize) -> Self {
+    /// An empty queue bounded by `limit` pending bytes and `max_items` frames.
+    pub fn new(limit: usize, max_items: usize) -> Self {
         Self {
             items: VecDeque::new(),
             pending: 0,
+            replies: 0,
             limit,
+            max_items,
         }
     }
 
-    /// Queues `item` unless it would take a non-empty queue over the bound.
-    pub fn push(&mut self, item: Outbound) -> Pushed {
+    /// Queues a reply (always; the reader bounds replies by not reading requests).
+    pub fn push_reply(&mut self, item: Outbound) {
         let c = cost(&item);
-        if self.pending > 0 && self.pending.saturating_add(c) > self.limit {
+        self.pending = self.pending.saturating_add(c);
+        self.replies = self.replies.saturating_add(c);
+        self.items.push_back((Lane::Reply, item));
+    }
+
+    /// Queues a stream frame unless it would take a non-empty queue over a bound.
+    /// One frame larger than the bound (a full-scrollback SCREEN) fits an empty
+    /// queue alone.
+    pub fn push_stream(&mut self, item: Outbound) -> Pushed {
+        let c = cost(&item);
+        if !self.items.is_empty()
+            && (self.pending.saturating_add(c) > self.limit || self.items.len() >= self.max_items)
+        {
             return Pushed::Overflow;
         }
         self.pending = self.pending.saturating_add(c);
-        self.items.push_back(item);
+        self.items.push_back((Lane::Stream, item));
         Pushed::Queued
     }
 
     /// Takes the oldest frame.
     pub fn pop(&mut self) -> Option<Outbound> {
-        let item = self.items.pop_front()?;
-        self.pending = self.pending.saturating_sub(cost(&item));
+        let (lane, item) = self.items.pop_front()?;
+        let c = cost(&item);
+        self.pending = self.pending.saturating_sub(c);
+        if lane == Lane::Reply {
+            self.replies = self.replies.saturating_sub(c);
+        }
         Some(item)
+    }
+
+    /// Drops every stream frame; replies stay, in order.
+    pub fn drop_stream(&mut self) -> usize {
+        let before = self.pending;
+        self.items.retain(|(lane, _)| *lane == Lane::Reply);
+        self.pending = self.replies;
+        before.saturating_sub(self.pending)
     }
 
     /// Drops everything pending.
     pub fn clear(&mut self) {
         self.items.clear();
         self.pending = 0;
+        self.replies = 0;
     }
 
-    /// Bytes pending.
+    /// Bytes pending (both lanes).
     pub fn pending(&self) -> usize {
         self.pending
+    }
+
+    /// Reply bytes pending.
+    pub fn replies(&self) -> usize {
+        self.replies
+    }
+
+    /// Whether nothing is pending.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
     }
 }
 
@@ -136,25 +213,39 @@ pub(crate) struct Client {
     legacy: Cell<bool>,
     queue: RefCell<Queue>,
     phase: Cell<Phase>,
+    /// Fell behind: stream frames are dropped until the session resynchronises it.
+    behind: Cell<bool>,
+    /// Times this client was resynchronised.
+    resyncs: Cell<u64>,
     /// Wakes the writer: something was queued or the phase changed.
     pub wake_writer: Notify,
     /// Wakes the writer out of a blocked socket write: the client was cut off.
     pub cut: Notify,
     /// Stops the reader: the connection is closing.
     pub stop_reader: Notify,
+    /// Wakes a reader waiting for its replies to drain.
+    pub replies_drained: Notify,
 }
 
 impl Client {
     /// A new open connection.
     pub fn new(id: u64) -> Self {
+        Self::with_bounds(id, CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS)
+    }
+
+    /// A new open connection with other bounds (tests).
+    pub fn with_bounds(id: u64, bytes: usize, items: usize) -> Self {
         Self {
             id,
             legacy: Cell::new(false),
-            queue: RefCell::new(Queue::new(CLIENT_QUEUE_BYTES)),
+            queue: RefCell::new(Queue::new(bytes, items)),
             phase: Cell::new(Phase::Open),
+            behind: Cell::new(false),
+            resyncs: Cell::new(0),
             wake_writer: Notify::new(),
             cut: Notify::new(),
             stop_reader: Notify::new(),
+            replies_drained: Notify::new(),
         }
     }
 
@@ -173,48 +264,113 @@ impl Client {
         self.phase.get()
     }
 
-    /// Queues a frame. Returns false if the connection is closing or was just cut
-    /// off by this frame (the caller then drops the client from the fan-out).
+    /// Queues a reply. Returns false if the connection is closing.
     pub fn send(&self, item: Outbound) -> bool {
         if self.phase.get() != Phase::Open {
             return false;
         }
-        let pushed = self.queue.borrow_mut().push(item);
+        self.queue.borrow_mut().push_reply(item);
+        self.wake_writer.notify_one();
+        true
+    }
+
+    /// Queues a stream frame. Returns false if it was not queued: the connection
+    /// is closing, or the client is behind (it may have fallen behind just now).
+    pub fn stream(&self, item: Outbound) -> bool {
+        if self.phase.get() != Phase::Open || self.behind.get() {
+            return false;
+        }
+        let pushed = self.queue.borrow_mut().push_stream(item);
         match pushed {
             Pushed::Queued => {
                 self.wake_writer.notify_one();
                 true
             }
             Pushed::Overflow => {
-                self.cut_off();
+                self.fall_behind();
                 false
             }
         }
     }
 
-    /// Cuts the client off: drops its queue, queues `too-slow` (strict only) and
-    /// closes the connection.
-    fn cut_off(&self) {
+    /// Queues a stream frame that must arrive whatever the bound (EXIT, after a
+    /// resynchronisation at the program's exit). Returns false if closing.
+    pub fn stream_final(&self, item: Outbound) -> bool {
+        if self.phase.get() != Phase::Open {
+            return false;
+        }
+        self.queue.borrow_mut().push_reply(item);
+        self.wake_writer.notify_one();
+        true
+    }
+
+    /// Drops every queued stream frame and stops queueing more until the session
+    /// resynchronises the client.
+    fn fall_behind(&self) {
+        self.behind.set(true);
+        let dropped = self.queue.borrow_mut().drop_stream();
+        log!(
+            "connection {} fell behind: {dropped} bytes of output dropped; \
+             it gets a fresh screen once it has read what is queued",
+            self.id
+        );
+        self.wake_writer.notify_one();
+    }
+
+    /// Whether the client is behind and has read everything queued: time to
+    /// resynchronise it.
+    pub fn wants_resync(&self) -> bool {
+        self.behind.get() && self.phase.get() == Phase::Open && self.queue.borrow().is_empty()
+    }
+
+    /// The session has queued a fresh GEOMETRY and SCREEN: stream again.
+    pub fn resynced(&self) {
+        self.behind.set(false);
+        self.resyncs.set(self.resyncs.get().saturating_add(1));
+    }
+
+    /// Whether the client is behind (stream frames are being dropped).
+    pub fn is_behind(&self) -> bool {
+        self.behind.get()
+    }
+
+    /// Times the client was resynchronised.
+    pub fn resyncs(&self) -> u64 {
+        self.resyncs.get()
+    }
+
+    /// Whether the reader should stop reading requests until replies drain.
+    pub fn replies_full(&self) -> bool {
+        self.queue.borrow().replies() > REPLY_QUEUE_BYTES
+    }
+
+    /// Cuts the client off: it read nothing for the stall timeout. Drops its queue,
+    /// queues `too-slow` (strict only) and closes the connection.
+    pub fn cut_off(&self, stalled: Duration) {
         self.phase.set(Phase::Cut);
         let mut q = self.queue.borrow_mut();
         log!(
-            "connection {} cut off: more than {} bytes of output pending ({} dropped)",
+            "connection {} cut off: read nothing for {} s with output pending ({} bytes dropped)",
             self.id,
-            CLIENT_QUEUE_BYTES,
+            stalled.as_secs(),
             q.pending()
         );
         q.clear();
         if !self.legacy.get() {
-            // Into the emptied queue: always accepted.
-            let _ = q.push(Outbound::Strict(ServerFrame::error(
+            // Into the emptied queue.
+            q.push_reply(Outbound::Strict(ServerFrame::error(
                 ErrorCode::TooSlow,
-                format!("client fell more than {CLIENT_QUEUE_BYTES} bytes behind and was cut off"),
+                format!(
+                    "client read nothing for {} s with output pending and was cut off",
+                    stalled.as_secs()
+                ),
             )));
         }
         drop(q);
         self.cut.notify_one();
         self.wake_writer.notify_one();
         self.stop_reader.notify_one();
+        self.replies_drained.notify_one();
     }
 
     /// Closes politely: what is queued is still written.
@@ -224,6 +380,7 @@ impl Client {
         }
         self.wake_writer.notify_one();
         self.stop_reader.notify_one();
+        self.replies_drained.notify_one();
     }
 
     /// The socket failed: nothing more can be written.
@@ -233,12 +390,14 @@ impl Client {
         }
         self.queue.borrow_mut().clear();
         self.stop_reader.notify_one();
+        self.replies_drained.notify_one();
     }
 
     /// Moves queued frames into `buf`, encoded, until it holds `max` bytes or the
     /// queue is empty.
     pub fn fill(&self, codec: &mut ServerCodec, buf: &mut BytesMut, max: usize) {
         let mut q = self.queue.borrow_mut();
+        let had_replies = q.replies() > 0;
         while buf.len() < max {
             let Some(item) = q.pop() else { break };
             if let Err(e) = codec.encode_outbound(&item, buf) {
@@ -248,6 +407,11 @@ impl Client {
                     let _ = codec.encode_outbound(&Outbound::Strict(refusal), buf);
                 }
             }
+        }
+        let drained = had_replies && q.replies() <= REPLY_QUEUE_BYTES;
+        drop(q);
+        if drained {
+            self.replies_drained.notify_one();
         }
     }
 
@@ -343,49 +507,83 @@ mod tests {
         }
     }
 
+    fn slot() -> usize {
+        std::mem::size_of::<(Lane, Outbound)>()
+    }
+
     #[test]
     fn queue_accounting_and_bound() {
-        let limit = 1000;
-        let mut q = Queue::new(limit);
-        assert_eq!(q.push(out(500)), Pushed::Queued);
-        assert_eq!(q.pending(), 500 + FRAME_OVERHEAD);
-        assert_eq!(q.push(out(400)), Pushed::Queued);
-        assert_eq!(q.pending(), 900 + 2 * FRAME_OVERHEAD);
-        // 932 + 116 > 1000.
-        assert_eq!(q.push(out(100)), Pushed::Overflow);
-        assert_eq!(q.pending(), 900 + 2 * FRAME_OVERHEAD, "nothing queued");
+        let limit = 1000 + 2 * slot();
+        let mut q = Queue::new(limit, 100);
+        assert_eq!(q.push_stream(out(500)), Pushed::Queued);
+        assert_eq!(q.pending(), 500 + slot());
+        assert_eq!(q.push_stream(out(400)), Pushed::Queued);
+        assert_eq!(q.pending(), 900 + 2 * slot());
+        assert_eq!(q.push_stream(out(101)), Pushed::Overflow);
+        assert_eq!(q.pending(), 900 + 2 * slot(), "nothing queued");
         assert!(q.pop().is_some());
-        assert_eq!(q.pending(), 400 + FRAME_OVERHEAD);
-        assert_eq!(q.push(out(100)), Pushed::Queued);
+        assert_eq!(q.pending(), 400 + slot());
+        assert_eq!(q.push_stream(out(100)), Pushed::Queued);
         q.clear();
         assert_eq!(q.pending(), 0);
         // One frame larger than the bound fits an empty queue, and only alone.
-        assert_eq!(q.push(out(5000)), Pushed::Queued);
-        assert_eq!(q.push(out(1)), Pushed::Overflow);
+        assert_eq!(q.push_stream(out(5000)), Pushed::Queued);
+        assert_eq!(q.push_stream(out(1)), Pushed::Overflow);
         assert!(q.pop().is_some());
         assert!(q.pop().is_none());
         assert_eq!(q.pending(), 0);
     }
 
     #[test]
-    fn overflow_cuts_off_with_too_slow_and_refuses_more() {
-        let c = Client::new(1);
-        let chunk = latch_wire::limits::MAX_OUTPUT_CHUNK;
-        let mut sent = 0usize;
-        while c.send(out(chunk)) {
-            sent += chunk;
-            assert!(sent <= CLIENT_QUEUE_BYTES, "bound not enforced");
+    fn small_frames_count_their_real_size_and_the_item_cap_holds() {
+        // A PONG is not free: it costs its queue slot.
+        let pong = Outbound::Strict(ServerFrame::Pong(1));
+        assert!(cost(&pong) >= 64, "{}", cost(&pong));
+        let mut q = Queue::new(usize::MAX, 10);
+        for _ in 0..10 {
+            assert_eq!(q.push_stream(out(1)), Pushed::Queued);
         }
-        assert!(
-            sent + 2 * chunk > CLIENT_QUEUE_BYTES,
-            "cut too early: {sent}"
-        );
-        assert_eq!(c.phase(), Phase::Cut);
-        assert!(!c.send(out(1)), "a cut client takes nothing more");
-        // The only frame left is the typed reason.
-        let mut codec = ServerCodec::default();
+        assert_eq!(q.push_stream(out(1)), Pushed::Overflow, "item cap");
+    }
+
+    #[test]
+    fn falling_behind_drops_stream_keeps_replies_and_resyncs_once_drained() {
+        let c = Client::with_bounds(1, 10 * 1024, 1000);
+        assert!(c.send(Outbound::Strict(ServerFrame::Pong(7))));
+        let mut streamed = 0;
+        while c.stream(out(1024)) {
+            streamed += 1;
+            assert!(streamed < 100, "bound not enforced");
+        }
+        assert!(c.is_behind());
+        assert_eq!(c.phase(), Phase::Open, "never cut off for falling behind");
+        assert!(!c.stream(out(1)), "nothing streams while behind");
+        assert!(!c.wants_resync(), "the reply is still queued");
+        // The writer drains: only the reply was left.
         let mut buf = BytesMut::new();
-        c.fill(&mut codec, &mut buf, usize::MAX);
+        c.fill(&mut ServerCodec::default(), &mut buf, usize::MAX);
+        let mut codec = latch_wire::ClientCodec::default();
+        assert_eq!(
+            codec.decode_server(&mut buf).unwrap().unwrap(),
+            ServerFrame::Pong(7)
+        );
+        assert!(buf.is_empty(), "stream frames were dropped");
+        assert!(c.wants_resync());
+        c.resynced();
+        assert!(!c.is_behind());
+        assert!(c.stream(out(1)));
+        assert_eq!(c.resyncs(), 1);
+    }
+
+    #[test]
+    fn a_stalled_client_is_cut_off_with_too_slow() {
+        let c = Client::new(1);
+        assert!(c.stream(out(10)));
+        c.cut_off(Duration::from_secs(60));
+        assert_eq!(c.phase(), Phase::Cut);
+        assert!(!c.stream(out(1)), "a cut client takes nothing more");
+        let mut buf = BytesMut::new();
+        c.fill(&mut ServerCodec::default(), &mut buf, usize::MAX);
         let mut client = latch_wire::ClientCodec::default();
         let frame = client.decode_server(&mut buf).unwrap().unwrap();
         assert!(matches!(
@@ -409,7 +607,8 @@ mod tests {
             }),
             Outbound::Legacy(LegacyServerFrame::Exit(137))
         ));
-        while c.send(out(latch_wire::limits::MAX_OUTPUT_CHUNK)) {}
+        assert!(c.stream(out(10)));
+        c.cut_off(Duration::from_secs(60));
         let mut buf = BytesMut::new();
         c.fill(&mut ServerCodec::default(), &mut buf, usize::MAX);
         assert!(buf.is_empty());

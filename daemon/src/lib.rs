@@ -19,7 +19,8 @@
 //!    bounded scrollback), applied before any snapshot; ATTACH applies the queue,
 //!    cuts a screen snapshot and joins the fan-out in one synchronous step on a
 //!    single-threaded runtime, so a client sees every byte after its snapshot exactly
-//!    once. Slow clients are cut off (`fanout` documents the bound).
+//!    once. A client that falls behind is resynchronised with a fresh screen, and only
+//!    one that reads nothing for a minute is cut off (`fanout` documents the bounds).
 //! 4. **Exit** (`serve`): when the program ends, the remaining output is drained,
 //!    the exit is recorded (only while the record is still this incarnation's), EXIT
 //!    goes to every attached client, and the socket is unlinked only if it is still

@@ -33,6 +33,8 @@ use crate::conn;
 use crate::pty;
 use crate::session::{Session, READ_BUF};
 
+/// How long the rest of a killed session gets after its hangup before SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(1);
 /// How long connections may take to flush after the program's exit.
 const FLUSH_AT_EXIT: Duration = Duration::from_secs(2);
 /// How long the terminal must stay quiet before queued output is applied to the
@@ -103,6 +105,9 @@ async fn watch_child(session: &Session, signals: Signals) -> ExitStatus {
         tokio::select! {
             ready = session.child.readable() => match ready {
                 Ok(mut guard) => {
+                    // The program has exited but is not reaped yet: its pid still
+                    // names its session, so the rest of the session can be proven.
+                    sweep(session).await;
                     if let Some(status) = reap(session.child_pid, WaitPidFlag::WNOHANG) {
                         return status;
                     }
@@ -142,9 +147,46 @@ async fn recv(sig: &mut Option<Signal>) -> Option<()> {
 
 fn forward_hangup(session: &Session, what: &str) {
     session.set_draining();
-    match session.child.get_ref().pidfd.send_signal(libc::SIGHUP) {
-        Ok(()) => log!("{what} received: draining, SIGHUP sent to the program"),
-        Err(e) => log!("{what} received: draining; cannot signal the program: {e}"),
+    log!("{what} received: draining, hanging up the terminal session");
+    session.hang_up();
+}
+
+/// After a kill (the session is draining), whatever is left of the program's
+/// terminal session once the program has exited is hung up (SIGHUP, SIGCONT) and,
+/// if still there after KILL_GRACE, killed (SIGKILL). Must run before the program
+/// is reaped (`latch_registry::proc::session_members`' precondition). A program
+/// that ends by itself leaves its background jobs alone, as a terminal does.
+async fn sweep(session: &Session) {
+    if !session.draining() {
+        return;
+    }
+    let members = latch_registry::proc::signal_session_members(
+        session.child_pid,
+        &[libc::SIGHUP, libc::SIGCONT],
+    );
+    if members.is_empty() {
+        return;
+    }
+    log!(
+        "program exited after a kill: hung up {} remaining process(es) of its session",
+        members.len()
+    );
+    // Waiting on pidfds blocks: off the runtime's thread, so clients are served.
+    let killed = tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + KILL_GRACE;
+        let mut killed = 0;
+        for member in members {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if !member.wait_exit(left) && member.send_signal(libc::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+        killed
+    })
+    .await
+    .unwrap_or(0);
+    if killed > 0 {
+        log!("{killed} process(es) ignored the hangup and were killed");
     }
 }
 

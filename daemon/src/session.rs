@@ -18,7 +18,7 @@ use latch_registry::{CreateSpec, ExitRecord};
 use latch_wire::codec::Outbound;
 use latch_wire::legacy::LegacyServerFrame;
 use latch_wire::limits::{
-    CLIENT_QUEUE_BYTES, MAX_CLIENT_FRAME, MAX_OUTPUT_CHUNK, MAX_SERVER_FRAME,
+    CLIENT_QUEUE_BYTES, INPUT_QUEUE_BYTES, MAX_CLIENT_FRAME, MAX_OUTPUT_CHUNK, MAX_SERVER_FRAME,
 };
 use latch_wire::server::ServerConfig;
 use latch_wire::{
@@ -29,14 +29,11 @@ use tokio::net::UnixListener;
 use tokio::sync::Notify;
 
 use crate::create::{Claim, Created};
-use crate::fanout::{pty_size, Client};
+use crate::fanout::{pty_size, Client, Phase};
 use crate::pty::{self, ChildProc};
 use crate::screen;
 use crate::status;
 
-/// Input bytes queued for the PTY beyond which connections stop reading from their
-/// sockets until the program has consumed some (backpressure on input).
-pub(crate) const INPUT_QUEUE_BYTES: usize = 1024 * 1024;
 /// Most output drained from the PTY after the program exits (a background process
 /// that keeps writing cannot hold the exit up forever).
 const EXIT_DRAIN_MAX: usize = 4 * 1024 * 1024;
@@ -211,8 +208,12 @@ impl Session {
                     let mut rest = bytes.clone();
                     while !rest.is_empty() {
                         let chunk = rest.split_to(rest.len().min(MAX_OUTPUT_CHUNK));
-                        if !a.client.send(a.client.output_frame(chunk)) {
-                            cut.push(a.client.id);
+                        // Not queued: the client is behind (it is resynchronised
+                        // once it reads again) or closing (it leaves the fan-out).
+                        if !a.client.stream(a.client.output_frame(chunk)) {
+                            if a.client.phase() != Phase::Open {
+                                cut.push(a.client.id);
+                            }
                             break;
                         }
                     }
@@ -277,13 +278,16 @@ impl Session {
         }
         let (r, c) = self.size.get();
         let snapshot = screen::attach_snapshot(&mut self.term.borrow_mut());
-        let ok =
-            client.send(client.geometry_frame(r, c)) && client.send(client.screen_frame(snapshot));
-        if !ok {
+        // Stream frames: a client that falls behind already here is resynchronised
+        // like any other.
+        client.stream(client.geometry_frame(r, c));
+        client.stream(client.screen_frame(snapshot));
+        if client.phase() != Phase::Open {
             return;
         }
         if let Some(status) = self.exit.get() {
-            client.send(client.exit_frame(status));
+            self.resync_now(client);
+            client.stream_final(client.exit_frame(status));
             return;
         }
         self.attached.borrow_mut().push(Attached {
@@ -291,6 +295,44 @@ impl Session {
             writer,
             size,
         });
+    }
+
+    /// Resynchronises a client that fell behind and has since read everything
+    /// queued for it: GEOMETRY and a fresh SCREEN, cut exactly as on ATTACH (the
+    /// emulator's queue is applied first), then live output again. Called by the
+    /// connection's writer; does nothing for a client that is not behind.
+    pub fn resync(&self, client: &Rc<Client>) {
+        if !client.wants_resync() {
+            return;
+        }
+        let attached = self
+            .attached
+            .borrow()
+            .iter()
+            .any(|a| a.client.id == client.id);
+        if !attached {
+            client.resynced();
+            return;
+        }
+        self.resync_now(client);
+        log!(
+            "connection {} resynchronised with a fresh screen ({} so far)",
+            client.id,
+            client.resyncs()
+        );
+    }
+
+    /// Queues GEOMETRY and a fresh SCREEN for a client that is behind, whatever
+    /// is still queued for it (at the program's exit, before EXIT).
+    fn resync_now(&self, client: &Client) {
+        if !client.is_behind() {
+            return;
+        }
+        client.resynced();
+        let (r, c) = self.size.get();
+        let snapshot = screen::attach_snapshot(&mut self.term.borrow_mut());
+        client.stream_final(client.geometry_frame(r, c));
+        client.stream_final(client.screen_frame(snapshot));
     }
 
     /// PEEK: one SCREEN (legacy connections too: SPEC.md §7 sends GEOMETRY on
@@ -301,10 +343,25 @@ impl Session {
     }
 
     /// INPUT: queue bytes for the PTY, in arrival order across all connections.
-    pub fn input(&self, bytes: Bytes) -> Result<(), ServerFrame> {
+    ///
+    /// While the queue is over `INPUT_QUEUE_BYTES` (the program is not reading),
+    /// INPUT from an attached read-write client is still queued, and that client's
+    /// connection stops being read until there is room (backpressure on the typist
+    /// alone); INPUT from any other connection is refused with `input-full` and
+    /// nothing of it is queued (SPEC.md §8). No other connection ever waits.
+    pub fn input(&self, bytes: Bytes, attached_writer: bool) -> Result<(), ServerFrame> {
         self.refuse_if_exited()?;
         if bytes.is_empty() {
             return Ok(());
+        }
+        if !attached_writer && !self.input_has_room() {
+            return Err(ServerFrame::error(
+                ErrorCode::InputFull,
+                format!(
+                    "the program is not reading its input ({} bytes queued); nothing was queued",
+                    self.input.borrow().pending
+                ),
+            ));
         }
         let mut q = self.input.borrow_mut();
         q.pending = q.pending.saturating_add(bytes.len());
@@ -397,6 +454,43 @@ impl Session {
         })
     }
 
+    /// STOP's signal (SPEC.md §5.6): SIGHUP is a hangup of the whole terminal
+    /// session, as when a terminal closes or tmux kills a pane: SIGHUP then SIGCONT to
+    /// the program and to every other process whose session is the program's
+    /// (proven, `latch_registry::proc::session_members`). Any other signal goes to
+    /// the program alone; when it has exited, whatever is left of its session is
+    /// hung up, then killed (`serve::sweep`).
+    pub fn stop(&self, sig: i32) -> Result<(), ServerFrame> {
+        self.refuse_if_exited()?;
+        if sig != libc::SIGHUP {
+            return self.signal(sig);
+        }
+        self.hang_up();
+        Ok(())
+    }
+
+    /// Hangs the terminal session up: SIGHUP and SIGCONT to the program and every
+    /// proven member of its session. The program is this daemon's unreaped child,
+    /// so its pid cannot name another session meanwhile.
+    pub fn hang_up(&self) {
+        let members = latch_registry::proc::signal_session_members(
+            self.child_pid,
+            &[libc::SIGHUP, libc::SIGCONT],
+        );
+        let pidfd = &self.child.get_ref().pidfd;
+        for sig in [libc::SIGHUP, libc::SIGCONT] {
+            if let Err(e) = pidfd.send_signal(sig) {
+                if e.raw_os_error() != Some(libc::ESRCH) {
+                    log!("cannot signal the program: {e}");
+                }
+            }
+        }
+        log!(
+            "hung up the terminal session: the program and {} other process(es)",
+            members.len()
+        );
+    }
+
     /// DETACH (or a connection ending): leaves the fan-out; the PTY size is
     /// recomputed if it was a read-write client.
     pub fn detach(&self, client_id: u64) {
@@ -444,7 +538,8 @@ impl Session {
     fn broadcast(&self, frame: impl Fn(&Client) -> Outbound) {
         let mut cut = Vec::new();
         for a in self.attached.borrow().iter() {
-            if !a.client.send(frame(&a.client)) {
+            // A client that is behind gets the current geometry when resynchronised.
+            if !a.client.stream(frame(&a.client)) && a.client.phase() != Phase::Open {
                 cut.push(a.client.id);
             }
         }
@@ -466,8 +561,13 @@ impl Session {
             signal: status.signal,
             exited_at_ms: latch_registry::now_ms(),
         });
-        self.broadcast(|c| c.exit_frame(status));
-        self.attached.borrow_mut().clear();
+        // EXIT reaches every attached client, after a fresh screen for any that is
+        // behind, whatever the bound.
+        let attached = std::mem::take(&mut *self.attached.borrow_mut());
+        for a in &attached {
+            self.resync_now(&a.client);
+            a.client.stream_final(a.client.exit_frame(status));
+        }
     }
 
     /// The creator never learnt of this session: kill the program through its pidfd,

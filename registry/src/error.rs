@@ -81,7 +81,15 @@ impl fmt::Display for RegistryError {
             ),
             Self::Busy { id } => write!(f, "session {id} is busy (its lock is held elsewhere)"),
             Self::Corrupt { path, reason } => {
-                write!(f, "record {} is unreadable: {reason}", path.display())
+                let shown = path.display().to_string();
+                write!(
+                    f,
+                    "record {shown} is unreadable: {reason}; latch changes nothing it cannot \
+                     read: inspect the file, or move it aside with `mv -- {} {}` and run \
+                     `latch gc` (SPEC.md §9.3)",
+                    shell_quote(&shown),
+                    shell_quote(&format!("{shown}.unreadable"))
+                )
             }
             Self::Io { context, source } => write!(f, "{context}: {source}"),
         }
@@ -95,4 +103,9 @@ impl std::error::Error for RegistryError {
             _ => None,
         }
     }
+}
+
+/// `s` quoted for a POSIX shell (single quotes, `'` written as `'\''`).
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }

@@ -57,6 +57,66 @@ pub fn parse_state(stat: &str) -> Option<char> {
     after.split_whitespace().next()?.chars().next()
 }
 
+/// Parses field 6 (the session id) out of a `/proc/PID/stat` line.
+pub fn parse_session(stat: &str) -> Option<u32> {
+    let after = stat.get(stat.rfind(')')? + 1..)?;
+    // After ")" come fields 3 (state), 4 (ppid), 5 (pgrp), 6 (session).
+    after.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// The session id of a live process.
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_session(&stat)
+}
+
+/// Every process in terminal session `sid` other than its leader (pid `sid`),
+/// each as a pidfd whose membership was proven after it was opened: the pidfd
+/// first, then the session id read and compared (SPEC.md §9.5).
+///
+/// The caller must hold the leader's pid for the whole call, so that no other
+/// session can take the number `sid`: the leader alive and proven, or exited but
+/// not yet reaped by the caller (its parent). A pid in use as a session id is never
+/// given to a new process, so while that holds, "session id == sid" names this
+/// session's processes only.
+pub fn session_members(sid: u32) -> Vec<PidFd> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == sid || session_of(pid) != Some(sid) {
+            continue;
+        }
+        let Ok(fd) = PidFd::open(pid) else { continue };
+        // Proven: the pidfd was opened first, so if the process it names is still
+        // alive, it is the one whose session id is read now.
+        if session_of(pid) == Some(sid) && !is_zombie(pid) {
+            out.push(fd);
+        }
+    }
+    out
+}
+
+/// Signals every member of session `sid` but its leader ([`session_members`]'s
+/// proof and precondition); returns the handles signalled.
+pub fn signal_session_members(sid: u32, signals: &[i32]) -> Vec<PidFd> {
+    let members = session_members(sid);
+    for fd in &members {
+        for &sig in signals {
+            let _ = fd.send_signal(sig);
+        }
+    }
+    members
+}
+
 /// Whether `pid` is a zombie or dead (exited, not yet reaped). Such a process still
 /// answers signal 0, but it is gone: an orphaned daemon whose init does not reap
 /// stays a zombie forever.
@@ -144,6 +204,12 @@ impl PidFd {
 
     /// The raw fd (readable once the process has exited).
     pub fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl AsRawFd for PidFd {
+    fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 }
@@ -267,6 +333,39 @@ mod tests {
         assert!(is_zombie(child.id()));
         assert!(matches!(prove(&who), Err(ProofError::Gone)));
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn session_members_are_found_by_session_id_and_signalled() {
+        use std::os::unix::process::CommandExt;
+        // A new session whose leader starts a background member and waits.
+        let mut leader = std::process::Command::new("sh");
+        leader.args(["-c", "sleep 1000 & wait"]);
+        // SAFETY: setsid is async-signal-safe.
+        unsafe {
+            leader.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+        }
+        let mut leader = leader.spawn().unwrap();
+        let sid = leader.id();
+        let members = loop {
+            let m = session_members(sid);
+            if !m.is_empty() {
+                break m;
+            }
+            std::thread::yield_now();
+        };
+        assert_eq!(members.len(), 1, "only the background sleep");
+        assert_ne!(members[0].pid(), sid);
+        // Our own process is in another session and never a member.
+        assert!(session_members(sid)
+            .iter()
+            .all(|m| m.pid() != std::process::id()));
+        let signalled = signal_session_members(sid, &[libc::SIGKILL]);
+        assert_eq!(signalled.len(), 1);
+        assert!(signalled[0].wait_exit(std::time::Duration::from_secs(10)));
+        leader.kill().unwrap();
+        leader.wait().unwrap();
+        assert_eq!(parse_session("1 (a) b) S 1 2 3 4 5"), Some(3));
     }
 
     #[test]

@@ -263,6 +263,9 @@ pub enum ErrorCode {
     InvalidArgument,
     /// 19: ATTACH on a connection that is already attached.
     AlreadyAttached,
+    /// 20: the program is not reading its input and the input queue is full
+    /// (SPEC.md §8); nothing of the refused INPUT was queued.
+    InputFull,
     /// A code this build does not know.
     Other(u16),
 }
@@ -290,6 +293,7 @@ impl ErrorCode {
             Self::Internal => 17,
             Self::InvalidArgument => 18,
             Self::AlreadyAttached => 19,
+            Self::InputFull => 20,
             Self::Other(n) => n,
         }
     }
@@ -316,6 +320,7 @@ impl ErrorCode {
             17 => Self::Internal,
             18 => Self::InvalidArgument,
             19 => Self::AlreadyAttached,
+            20 => Self::InputFull,
             n => Self::Other(n),
         }
     }
@@ -342,6 +347,7 @@ impl ErrorCode {
             Self::Internal => "internal",
             Self::InvalidArgument => "invalid-argument",
             Self::AlreadyAttached => "already-attached",
+            Self::InputFull => "input-full",
             Self::Other(_) => "other",
         }
     }

@@ -27,6 +27,7 @@ use crate::frame::{
 };
 use crate::ids::SessionRef;
 use crate::legacy::LegacyClientFrame;
+use crate::limits::check_size;
 use crate::version::{negotiate, VersionRange};
 
 /// Fixed facts about the daemon, given once per connection.
@@ -321,6 +322,13 @@ impl ServerConn {
                 if attached.is_some() {
                     return refuse(ErrorCode::AlreadyAttached, "connection is already attached");
                 }
+                // 0x0 means "size unknown" (it does not count toward the PTY size);
+                // anything announced is checked before the daemon allocates for it.
+                if (rows, cols) != (0, 0) {
+                    if let Err(e) = check_size(rows, cols) {
+                        return refuse(ErrorCode::InvalidArgument, e.to_string());
+                    }
+                }
                 Effect::Attach {
                     rows,
                     cols,
@@ -344,11 +352,8 @@ impl ServerConn {
                         "read-only client cannot resize",
                     );
                 }
-                if rows == 0 || cols == 0 {
-                    return refuse(
-                        ErrorCode::InvalidArgument,
-                        "rows and columns must be at least 1",
-                    );
+                if let Err(e) = check_size(rows, cols) {
+                    return refuse(ErrorCode::InvalidArgument, e.to_string());
                 }
                 Effect::Resize { rows, cols }
             }
@@ -419,7 +424,11 @@ impl ServerConn {
             }
             LegacyClientFrame::Attach(size) => {
                 self.state = ConnState::Legacy { attached: true };
-                let (rows, cols) = size.unwrap_or((0, 0));
+                // The old framing has no error packet: a size over the limits (or a
+                // zero one) is treated as unknown, never allocated for.
+                let (rows, cols) = size
+                    .filter(|&(r, c)| check_size(r, c).is_ok())
+                    .unwrap_or((0, 0));
                 vec![Out::Effect(Effect::Attach {
                     rows,
                     cols,
@@ -427,11 +436,14 @@ impl ServerConn {
                 })]
             }
             LegacyClientFrame::Data(b) if full => vec![Out::Effect(Effect::Input(b))],
-            LegacyClientFrame::Resize(Some((rows, cols))) if full && rows > 0 && cols > 0 => {
+            LegacyClientFrame::Resize(Some((rows, cols)))
+                if full && check_size(rows, cols).is_ok() =>
+            {
                 vec![Out::Effect(Effect::Resize { rows, cols })]
             }
             // Observe: input and resize never reach the session; the old framing has
-            // no error packet, so they are dropped (the daemon logs them).
+            // no error packet, so they are dropped (the daemon logs them). So is a
+            // resize over the §8 limits under any policy.
             LegacyClientFrame::Data(_) | LegacyClientFrame::Resize(_) => Vec::new(),
         }
     }

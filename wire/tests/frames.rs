@@ -611,7 +611,7 @@ fn small_frames_are_byte_exact() {
 
 #[test]
 fn error_codes_are_pinned() {
-    let table: [(u16, ErrorCode, &str, bool); 19] = [
+    let table: [(u16, ErrorCode, &str, bool); 20] = [
         (1, ErrorCode::NotNegotiated, "not-negotiated", true),
         (2, ErrorCode::NotBound, "not-bound", false),
         (3, ErrorCode::AlreadyBound, "already-bound", true),
@@ -651,6 +651,7 @@ fn error_codes_are_pinned() {
         (17, ErrorCode::Internal, "internal", false),
         (18, ErrorCode::InvalidArgument, "invalid-argument", false),
         (19, ErrorCode::AlreadyAttached, "already-attached", false),
+        (20, ErrorCode::InputFull, "input-full", false),
     ];
     for (n, code, name, fatal) in table {
         assert_eq!(code.to_u16(), n, "{name}");
@@ -678,7 +679,7 @@ fn error_codes_are_pinned() {
     names.dedup();
     assert_eq!(names.len(), table.len());
     // Unknown numbers survive decoding as `Other` instead of failing the frame.
-    for n in [0u16, 20, 127, 128, 1000, u16::MAX] {
+    for n in [0u16, 21, 127, 128, 1000, u16::MAX] {
         let code = ErrorCode::from_u16(n);
         assert_eq!(code, ErrorCode::Other(n));
         assert_eq!(code.to_u16(), n);

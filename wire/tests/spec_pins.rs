@@ -39,6 +39,15 @@ fn limits_table_matches_the_code() {
         ("HANDSHAKE_TIMEOUT_MS", HANDSHAKE_TIMEOUT_MS),
         ("MAX_CONNECTIONS", MAX_CONNECTIONS as u64),
         ("CLIENT_QUEUE_BYTES", CLIENT_QUEUE_BYTES as u64),
+        ("CLIENT_QUEUE_ITEMS", CLIENT_QUEUE_ITEMS as u64),
+        ("REPLY_QUEUE_BYTES", REPLY_QUEUE_BYTES as u64),
+        ("CLIENT_STALL_MS", CLIENT_STALL_MS),
+        ("IDLE_UNBOUND_MS", IDLE_UNBOUND_MS),
+        ("INPUT_QUEUE_BYTES", INPUT_QUEUE_BYTES as u64),
+        ("MAX_ROWS", u64::from(MAX_ROWS)),
+        ("MAX_COLS", u64::from(MAX_COLS)),
+        ("MAX_CELLS", u64::from(MAX_CELLS)),
+        ("MAX_SCROLLBACK", MAX_SCROLLBACK as u64),
         ("CLIENT_NAME_MAX_LEN", CLIENT_NAME_MAX_LEN as u64),
         ("LEGACY_MAX_CAP", LEGACY_MAX_CAP as u64),
         ("LEGACY_DEFAULT_CAP", LEGACY_DEFAULT_CAP as u64),
@@ -56,7 +65,7 @@ fn limits_table_matches_the_code() {
 #[test]
 fn error_code_table_matches_the_code() {
     let rows = table("### 4.3 Error codes");
-    assert_eq!(rows.len(), 19);
+    assert_eq!(rows.len(), 20);
     for row in rows {
         let n: u16 = row[0].parse().unwrap();
         let code = ErrorCode::from_u16(n);

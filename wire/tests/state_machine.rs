@@ -1265,3 +1265,90 @@ fn a_client_binding_a_stale_ref_is_refused_and_closed() {
     ));
     assert_eq!(pair.conn.state(), CLOSED);
 }
+
+// ---------------------------------------------------------------------------
+// Sizes over the SPEC §8 limits never become effects
+// ---------------------------------------------------------------------------
+
+#[test]
+fn sizes_over_the_limits_are_refused_before_any_effect() {
+    use latch_wire::limits::{MAX_CELLS, MAX_COLS, MAX_ROWS};
+    let too_large: [(u16, u16); 5] = [
+        (65_535, 65_535),
+        (MAX_ROWS + 1, 10),
+        (10, MAX_COLS + 1),
+        (500, 8_000),
+        (
+            MAX_ROWS,
+            u16::try_from(MAX_CELLS / u32::from(MAX_ROWS)).unwrap() + 1,
+        ),
+    ];
+    for (rows, cols) in too_large {
+        // Strict RESIZE, attached or not.
+        for start in [Start::Bound, Start::BoundRw] {
+            let mut conn = reach(start, LegacyPolicy::Off);
+            let out = conn.handle(
+                Inbound::Strict(ClientFrame::Resize { rows, cols }),
+                Env::default(),
+            );
+            assert!(
+                matches!(
+                    out.as_slice(),
+                    [Out::Send(Outbound::Strict(ServerFrame::Error {
+                        code: ErrorCode::InvalidArgument,
+                        ..
+                    }))]
+                ),
+                "{rows}x{cols} from {start:?}: {out:?}"
+            );
+        }
+        // Strict ATTACH: refused, and the connection stays unattached.
+        let mut conn = reach(Start::Bound, LegacyPolicy::Off);
+        let out = conn.handle(
+            Inbound::Strict(ClientFrame::Attach {
+                rows,
+                cols,
+                read_only: false,
+            }),
+            Env::default(),
+        );
+        assert!(!out.iter().any(|o| matches!(o, Out::Effect(_))), "{out:?}");
+        assert_eq!(conn.state(), BOUND);
+        // Legacy under full: RESIZE dropped, ATTACH with an unknown size.
+        let mut conn = reach(Start::LegacyAttached, LegacyPolicy::Full);
+        let out = conn.handle(
+            Inbound::Legacy(LegacyClientFrame::Resize(Some((rows, cols)))),
+            Env::default(),
+        );
+        assert!(out.is_empty(), "{out:?}");
+        let mut conn = server_conn(LegacyPolicy::Full);
+        let out = conn.handle(
+            Inbound::Legacy(LegacyClientFrame::Attach(Some((rows, cols)))),
+            Env::default(),
+        );
+        assert_eq!(
+            out,
+            vec![Out::Effect(Effect::Attach {
+                rows: 0,
+                cols: 0,
+                read_only: false
+            })]
+        );
+    }
+    // The largest allowed size is an effect.
+    let mut conn = reach(Start::Bound, LegacyPolicy::Off);
+    let out = conn.handle(
+        Inbound::Strict(ClientFrame::Resize {
+            rows: MAX_ROWS,
+            cols: 500,
+        }),
+        Env::default(),
+    );
+    assert_eq!(
+        out,
+        vec![Out::Effect(Effect::Resize {
+            rows: MAX_ROWS,
+            cols: 500
+        })]
+    );
+}

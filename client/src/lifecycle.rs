@@ -339,6 +339,9 @@ impl Client {
             cwd: Some(record.cwd.clone().into()),
             tags: record.tags.clone(),
             legacy_policy: record.legacy_policy,
+            // The owner belongs to the session, not to one incarnation: restart keeps
+            // it (read from the verified record) and binds it to the new creation.
+            owner: record.owner.clone(),
             ..NewSession::default()
         })
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use latch_registry::events::{event, kind};
 use latch_registry::proc::{prove, ProofError};
 use latch_registry::{CreateSpec, Record, Registry, RegistryError, DEFAULT_LOCK_WAIT};
-use latch_wire::{Incarnation, LegacyPolicy, SessionId, SessionRef};
+use latch_wire::{Incarnation, LegacyPolicy, Owner, SessionId, SessionRef};
 use serde::Serialize;
 
 use crate::conn::{Bound, Connection, DEFAULT_TIMEOUT};
@@ -116,6 +116,8 @@ pub struct NewSession {
     pub tags: BTreeMap<String, String>,
     /// Legacy policy.
     pub legacy_policy: LegacyPolicy,
+    /// The creation's owner (SPEC.md §2.4): set here, once, and never changed.
+    pub owner: Option<Owner>,
 }
 
 /// A handle on one registry.
@@ -179,6 +181,7 @@ impl Client {
             tags: new.tags,
             legacy_policy: new.legacy_policy,
             scrollback: latch_registry::spec::DEFAULT_SCROLLBACK,
+            owner: new.owner,
         };
         spawn_daemon(&self.registry, &self.daemon_program, &spec)
     }

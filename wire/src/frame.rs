@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ids::{Incarnation, SessionId};
+use crate::owner::Owner;
 use crate::version::VersionRange;
 
 /// Longest client name accepted in HELLO, in bytes.
@@ -184,6 +185,9 @@ pub struct StatusReply {
     pub draining: bool,
     /// The legacy policy in force (SPEC.md §7).
     pub legacy_policy: LegacyPolicy,
+    /// The creation's owner, from the daemon's memory (SPEC.md §2.4); `None` for a
+    /// creation made without one. Appended last: it is the final field on the wire.
+    pub owner: Option<Owner>,
 }
 
 /// How a daemon treats connections that speak the legacy framing (SPEC.md §7).

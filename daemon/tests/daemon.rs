@@ -265,7 +265,7 @@ impl Conn {
         self.send(ClientFrame::Status);
         loop {
             if let ServerFrame::Status(s) = self.recv() {
-                return s;
+                return *s;
             }
         }
     }

@@ -155,7 +155,7 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
                 server,
             }
         }),
-        status_reply().prop_map(ServerFrame::Status),
+        status_reply().prop_map(|s| ServerFrame::Status(Box::new(s))),
         (session_id(), incarnation())
             .prop_map(|(id, incarnation)| ServerFrame::Bound { id, incarnation }),
         (any::<u16>(), any::<u16>()).prop_map(|(rows, cols)| ServerFrame::Geometry { rows, cols }),
@@ -250,7 +250,7 @@ fn all_server_frames() -> Vec<ServerFrame> {
             },
             server: "latchd".into(),
         },
-        ServerFrame::Status(StatusReply {
+        ServerFrame::Status(Box::new(StatusReply {
             id: id.clone(),
             incarnation,
             daemon_pid: 100,
@@ -269,7 +269,7 @@ fn all_server_frames() -> Vec<ServerFrame> {
             draining: false,
             legacy_policy: LegacyPolicy::Observe,
             owner: Some(Owner::new("project-a").unwrap()),
-        }),
+        })),
         ServerFrame::Bound { id, incarnation },
         ServerFrame::Geometry { rows: 24, cols: 80 },
         ServerFrame::Screen(Bytes::from_static(b"\x1b[H\x1b[2Jhello")),

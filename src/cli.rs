@@ -25,6 +25,9 @@ pub struct Expect {
     /// Act only on the creation this receipt (from `latch new --receipt`) names.
     #[arg(long, value_name = "FILE")]
     pub receipt: Option<PathBuf>,
+    /// Act only if the session's proven owner is OWNER (else exit 12).
+    #[arg(long, value_name = "OWNER")]
+    pub owner: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -101,6 +104,9 @@ pub enum Command {
         /// Only sessions in this status: running, exited, vanished, unknown, degraded.
         #[arg(long)]
         status: Option<String>,
+        /// Only sessions proven to be OWNER's (degraded records stay listed).
+        #[arg(long, value_name = "OWNER")]
+        owner: Option<String>,
     },
     /// Show one session's status, as its daemon reports it.
     Status {
@@ -216,6 +222,9 @@ pub enum Command {
         /// Seconds an orphaned program gets after SIGTERM before SIGKILL.
         #[arg(long, value_name = "S", default_value_t = 3.0)]
         grace: f64,
+        /// Act only on sessions proven to be OWNER's.
+        #[arg(long, value_name = "OWNER")]
+        owner: Option<String>,
         /// Output JSON.
         #[arg(long)]
         json: bool,
@@ -266,6 +275,9 @@ pub enum MetaOp {
         /// Act only on the creation this receipt names.
         #[arg(long, value_name = "FILE")]
         receipt: Option<PathBuf>,
+        /// Act only if the session's proven owner is OWNER (else exit 12).
+        #[arg(long, value_name = "OWNER")]
+        owner: Option<String>,
     },
 }
 
@@ -312,6 +324,10 @@ pub struct NewArgs {
     /// Write a receipt for this creation to FILE (mode 0600).
     #[arg(long, value_name = "FILE")]
     pub receipt: Option<PathBuf>,
+    /// The session's owner, set once and never changed: 1-128 printable characters
+    /// (a project digest, say).
+    #[arg(long, value_name = "OWNER")]
+    pub owner: Option<String>,
     /// The program and its arguments (default $SHELL).
     #[arg(last = true)]
     pub command: Vec<String>,

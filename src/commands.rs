@@ -10,7 +10,7 @@ use latch_client::{
     SessionStatus, Target,
 };
 use latch_registry::root::resolve_root;
-use latch_wire::{Incarnation, LegacyPolicy, SessionId};
+use latch_wire::{Incarnation, LegacyPolicy, Owner, SessionId};
 use serde_json::json;
 
 use crate::cli::{Cli, Command, Expect, MetaOp, NewArgs, ReceiptOp};
@@ -25,6 +25,17 @@ fn open(root: Option<&PathBuf>) -> Result<Client, ClientError> {
     let exe =
         std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
     Client::open(&root, exe)
+}
+
+fn parse_owner(s: Option<&str>) -> Result<Option<Owner>, ClientError> {
+    s.map(|s| Owner::new(s).map_err(|e| usage(format!("--owner {s:?}: {e}"))))
+        .transpose()
+}
+
+/// Opens the registry with the command's owner precondition (SPEC.md §9.11).
+fn open_for(root: Option<&PathBuf>, e: &Expect) -> Result<Client, ClientError> {
+    let owner = parse_owner(e.owner.as_deref())?;
+    Ok(open(root)?.with_owner(owner))
 }
 
 fn parse_expect(e: &Expect) -> Result<Option<Incarnation>, ClientError> {
@@ -113,7 +124,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             detach_key,
             expect,
         } => {
-            let client = open(root)?;
+            let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             let key = keys::parse_detach_key(&detach_key).map_err(usage)?;
             attach::interactive(&client, &target.session, read_only, key)
@@ -127,7 +138,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             timeout,
             expect,
         } => {
-            let client = open(root)?;
+            let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             peek(
                 &client,
@@ -144,7 +155,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             keys: as_keys,
             expect,
         } => {
-            let client = open(root)?;
+            let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             let mut bytes = Vec::new();
             for arg in &text {
@@ -168,12 +179,17 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             expect,
         } => {
             latch_wire::limits::check_size(rows, cols).map_err(|e| usage(e.to_string()))?;
-            let client = open(root)?;
+            let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             client.connect(&target.session)?.resize(rows, cols)?;
             Ok(exit::OK)
         }
-        Command::Ls { json, tags, status } => ls(root, json, &tags, status.as_deref()),
+        Command::Ls {
+            json,
+            tags,
+            status,
+            owner,
+        } => ls(root, json, &tags, status.as_deref(), owner.as_deref()),
         Command::Status {
             reference,
             json,
@@ -188,7 +204,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             expect,
         } => {
             let sig = parse_signal(&signal)?;
-            let client = open(root)?;
+            let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             let outcome = client.kill(&target.session, sig, wait.then_some(secs(timeout)?))?;
             let name = match outcome {
@@ -200,7 +216,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             if json {
                 println!(
                     "{}",
-                    json!({"id": target.session.id.as_str(), "incarnation": target.session.incarnation.to_string(), "outcome": name})
+                    json!({"id": target.session.id.as_str(), "incarnation": target.session.incarnation.to_string(), "owner": target.record.owner, "outcome": name})
                 );
             } else {
                 println!("{}: {name}", target.session.id);
@@ -217,7 +233,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             json,
             expect,
         } => {
-            let client = open(root)?;
+            let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             let mut patch = MetaPatch::default();
             for (k, v) in parse_kv(&tags, "tag")? {
@@ -233,7 +249,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             expect,
         } => {
             latch_client::validate_display_name(&name).map_err(|e| usage(e.to_string()))?;
-            let client = open(root)?;
+            let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             let patch = MetaPatch {
                 display_name: Some(Some(name)),
@@ -247,6 +263,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                     id,
                     expect,
                     receipt,
+                    owner,
                 },
         } => {
             let id = SessionId::new(id.as_str()).map_err(|e| {
@@ -258,8 +275,12 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
                 .map_err(|e| usage(format!("reading the patch from stdin: {e}")))?;
             let patch = MetaPatch::from_json(&text)?;
-            let client = open(root)?;
-            let exp = Expect { expect, receipt };
+            let exp = Expect {
+                expect,
+                receipt,
+                owner,
+            };
+            let client = open_for(root, &exp)?;
             let mut want = parse_expect(&exp)?;
             if let Some(path) = &exp.receipt {
                 let r = client.load_receipt(path)?;
@@ -308,6 +329,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                         "detail": detail,
                         "id": receipt.as_ref().map(|r| r.id.to_string()),
                         "incarnation": receipt.as_ref().map(|r| r.incarnation.to_string()),
+                        "owner": receipt.as_ref().and_then(|r| r.owner.as_ref()),
                     })
                 );
             } else {
@@ -320,9 +342,10 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             abandoned,
             idle_days,
             grace,
+            owner,
             json,
         } => {
-            let client = open(root)?;
+            let client = open(root)?.with_owner(parse_owner(owner.as_deref())?);
             let mut opts = latch_client::GcOptions::default();
             opts.dry_run = dry_run;
             opts.abandoned_cwd = abandoned;
@@ -363,7 +386,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             json,
             expect,
         } => {
-            let client = open(root)?;
+            let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             let created = client.restart(&target.session, secs(grace)?)?;
             if json {
@@ -376,6 +399,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                         "daemonPid": created.daemon_pid,
                         "childPid": created.child_pid,
                         "createdAt": created.created_at_ms,
+                        "owner": created.owner,
                     })
                 );
             } else {
@@ -389,13 +413,13 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             json,
             expect,
         } => {
-            let client = open(root)?;
+            let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             client.remove(&target.session, force)?;
             if json {
                 println!(
                     "{}",
-                    json!({"id": target.session.id.as_str(), "incarnation": target.session.incarnation.to_string(), "outcome": "removed"})
+                    json!({"id": target.session.id.as_str(), "incarnation": target.session.incarnation.to_string(), "owner": target.record.owner, "outcome": "removed"})
                 );
             } else {
                 println!("{}: removed", target.session.id);
@@ -450,6 +474,7 @@ fn terminal_size() -> (u16, u16) {
 }
 
 fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
+    let owner = parse_owner(args.owner.as_deref())?;
     let client = open(root)?;
     let id = args
         .id
@@ -474,6 +499,7 @@ fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
     new.rows = rows;
     new.cols = cols;
     new.legacy_policy = legacy_policy;
+    new.owner = owner;
     let created = client.create(new)?;
     if let Some(path) = &args.receipt {
         client.write_receipt(path, &created)?;
@@ -487,6 +513,7 @@ fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
                 "daemonPid": created.daemon_pid,
                 "childPid": created.child_pid,
                 "createdAt": created.created_at_ms,
+                "owner": created.owner,
             })
         );
     } else if args.detached {
@@ -571,7 +598,9 @@ fn ls(
     json: bool,
     tags: &[String],
     status: Option<&str>,
+    owner: Option<&str>,
 ) -> Result<i32, ClientError> {
+    let owner = parse_owner(owner)?;
     if let Some(s) = status {
         if !["running", "exited", "vanished", "unknown", "degraded"].contains(&s) {
             return Err(usage(format!(
@@ -581,8 +610,11 @@ fn ls(
     }
     let want_tags = parse_kv(tags, "--tag")?;
     let client = open(root)?;
-    let entries: Vec<Entry> = client
-        .list()?
+    let listed = match &owner {
+        Some(o) => client.list_owned(o)?,
+        None => client.list()?,
+    };
+    let entries: Vec<Entry> = listed
         .into_iter()
         .filter(|e| match e {
             Entry::Session { record, status: st } => {
@@ -611,7 +643,7 @@ fn status(
     json: bool,
     expect: &Expect,
 ) -> Result<i32, ClientError> {
-    let client = open(root)?;
+    let client = open_for(root, expect)?;
     let target = resolve(&client, reference, expect)?;
     let derived = latch_client::derive_status(&target.record);
     if let SessionStatus::Exited { .. } = derived {
@@ -649,6 +681,7 @@ fn status(
             "exit": s.exit.map(|e| json!({"code": e.code, "signal": e.signal})),
             "draining": s.draining,
             "legacyPolicy": s.legacy_policy.as_str(),
+            "owner": s.owner,
         });
         println!("{v}");
     } else {
@@ -674,6 +707,10 @@ fn status(
             s.daemon_pid, s.child_pid
         );
         println!("legacy:      {}", s.legacy_policy.as_str());
+        println!(
+            "owner:       {}",
+            s.owner.as_ref().map_or("-", Owner::as_str)
+        );
     }
     Ok(exit::OK)
 }

@@ -42,6 +42,7 @@ pub fn record_json(record: &Record, status: &SessionStatus) -> Value {
         "childPid": record.child.pid,
         "tags": record.tags,
         "legacyPolicy": record.legacy_policy.as_str(),
+        "owner": record.owner,
     });
     if let SessionStatus::Unknown { reason } = status {
         v["statusReason"] = json!(reason);

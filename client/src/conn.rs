@@ -227,7 +227,7 @@ impl Connection {
     pub fn status(&mut self) -> Result<StatusReply, ClientError> {
         self.writer.write_frame(&ClientFrame::Status)?;
         match self.next_reply()? {
-            ServerFrame::Status(s) => Ok(s),
+            ServerFrame::Status(s) => Ok(*s),
             other => Err(unexpected(&other)),
         }
     }

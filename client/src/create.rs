@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use latch_registry::{CreateSpec, ReadyMessage, Registry};
-use latch_wire::{Incarnation, SessionId};
+use latch_wire::{Incarnation, Owner, SessionId};
 use serde::Serialize;
 
 use crate::error::ClientError;
@@ -31,6 +31,8 @@ pub struct Created {
     pub child_pid: u32,
     /// Creation time, ms since the epoch.
     pub created_at_ms: u64,
+    /// The owner it was created with (SPEC.md §2.4).
+    pub owner: Option<Owner>,
 }
 
 pub(crate) fn spawn_daemon(
@@ -102,6 +104,7 @@ pub(crate) fn spawn_daemon(
             daemon_pid,
             child_pid,
             created_at_ms,
+            owner: spec.owner.clone(),
         }),
         ReadyMessage::Failed { kind, message } => Err(match kind.as_str() {
             "exists" => ClientError::Exists(spec.id.clone()),

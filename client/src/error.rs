@@ -3,7 +3,7 @@
 use std::fmt;
 
 use latch_registry::RegistryError;
-use latch_wire::{ErrorCode, Incarnation, SessionId};
+use latch_wire::{ErrorCode, Incarnation, Owner, SessionId};
 
 /// Exit codes shared by the library and the CLI.
 pub mod exit {
@@ -27,6 +27,9 @@ pub mod exit {
     pub const PROTOCOL: i32 = 8;
     /// Refused by permission or policy.
     pub const REFUSED: i32 = 9;
+    /// An owner precondition failed: the session's proven owner is not the one
+    /// required, or it has none (SPEC.md §2.4).
+    pub const NOT_OWNER: i32 = 12;
 }
 
 /// Something the client could not do.
@@ -45,6 +48,15 @@ pub enum ClientError {
         expected: Incarnation,
         /// What the registry or daemon holds now, if known.
         actual: Option<Incarnation>,
+    },
+    /// The session's proven owner is not the one required (or it has none).
+    NotOwner {
+        /// The id.
+        id: SessionId,
+        /// The owner required.
+        expected: Owner,
+        /// The session's proven owner, if it has one.
+        actual: Option<Owner>,
     },
     /// A display name matches several live sessions.
     Ambiguous {
@@ -81,6 +93,7 @@ impl ClientError {
             Self::Usage(_) => exit::USAGE,
             Self::NotFound(_) => exit::NOT_FOUND,
             Self::Replaced { .. } => exit::REPLACED,
+            Self::NotOwner { .. } => exit::NOT_OWNER,
             Self::Ambiguous { .. } => exit::AMBIGUOUS,
             Self::Busy(_) => exit::BUSY,
             Self::Unreachable(_) => exit::UNREACHABLE,
@@ -112,6 +125,7 @@ impl ClientError {
             Self::Usage(_) => "usage",
             Self::NotFound(_) => "not-found",
             Self::Replaced { .. } => "replaced",
+            Self::NotOwner { .. } => "not-owner",
             Self::Ambiguous { .. } => "ambiguous",
             Self::Busy(_) => "busy",
             Self::Unreachable(_) => "unreachable",
@@ -141,6 +155,23 @@ impl fmt::Display for ClientError {
                 None => write!(
                     f,
                     "session {id} is no longer incarnation {expected} (it was replaced or removed)"
+                ),
+            },
+            Self::NotOwner {
+                id,
+                expected,
+                actual,
+            } => match actual {
+                Some(a) => write!(
+                    f,
+                    "session {id} is not owned by {:?}: its proven owner is {:?}; nothing was done",
+                    expected.as_str(),
+                    a.as_str()
+                ),
+                None => write!(
+                    f,
+                    "session {id} is not owned by {:?}: it was created without an owner; nothing was done",
+                    expected.as_str()
                 ),
             },
             Self::Ambiguous { name, ids } => {

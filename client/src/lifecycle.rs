@@ -68,7 +68,9 @@ pub struct GcReport {
 pub const KEEP_TAG: &str = "keep";
 
 impl Client {
-    /// Classifies every session and acts only with proof; reports every session.
+    /// Classifies every session and acts only with proof; reports every session (with
+    /// an owner precondition, [`Client::with_owner`]: every session proven to be that
+    /// owner's, and every degraded record).
     pub fn gc(&self, opts: &GcOptions) -> Result<Vec<GcReport>, ClientError> {
         let mut out = Vec::new();
         for entry in self.list()? {
@@ -85,6 +87,12 @@ impl Client {
                 }
                 Entry::Session { record, status } => (*record, status),
             };
+            // With an owner precondition, gc considers only the sessions proven to
+            // be that owner's (degraded records were reported above: they cannot be
+            // proven not to be).
+            if self.check_owner(&record).is_err() {
+                continue;
+            }
             out.push(self.gc_one(&record, &status, opts));
         }
         Ok(out)
@@ -201,6 +209,9 @@ impl Client {
             Ok(Some(now)) if now.incarnation.ct_eq(&observed.incarnation) => {
                 if derive_status(&now).name() != status.name() {
                     return skip(report, "changed-since-observed");
+                }
+                if self.check_owner(&now).is_err() {
+                    return skip(report, "not-owner");
                 }
             }
             _ => return skip(report, "changed-since-observed"),
@@ -339,6 +350,9 @@ impl Client {
             cwd: Some(record.cwd.clone().into()),
             tags: record.tags.clone(),
             legacy_policy: record.legacy_policy,
+            // The owner belongs to the session, not to one incarnation: restart keeps
+            // it (read from the verified record) and binds it to the new creation.
+            owner: record.owner.clone(),
             ..NewSession::default()
         })
     }
@@ -348,6 +362,7 @@ fn gc_reason(e: &ClientError) -> String {
     match e {
         ClientError::Busy(_) => "busy".into(),
         ClientError::Replaced { .. } | ClientError::NotFound(_) => "changed-since-observed".into(),
+        ClientError::NotOwner { .. } => "not-owner".into(),
         other => other.to_string(),
     }
 }

@@ -85,6 +85,12 @@ impl MetaPatch {
                         patch.tags.insert(tk, tv);
                     }
                 }
+                "owner" | "ownerMac" => {
+                    return Err(usage(format!(
+                        "{k:?} is set at creation and can never be changed (SPEC.md §2.4); \
+                         a patch may only hold displayName and tags"
+                    )))
+                }
                 other => {
                     return Err(usage(format!(
                         "patch may only hold displayName and tags, not {other:?}"
@@ -133,7 +139,8 @@ pub struct Patched {
 
 impl Client {
     /// Applies `patch` to session `id` under its lock, only if the record still holds
-    /// `expect` (when given). A no-op writes nothing and emits no event.
+    /// `expect` (when given) and its proven owner is the client's required owner
+    /// (when set, [`Client::with_owner`]). A no-op writes nothing and emits no event.
     pub fn patch(
         &self,
         id: &SessionId,
@@ -154,6 +161,8 @@ impl Client {
                 });
             }
         }
+        // The owner precondition, in the same critical section (SPEC.md §9.11).
+        self.check_owner(&record)?;
         let changes = patch.apply(&mut record);
         if !changes.is_empty() {
             reg.write_record(&lock, &record)?;

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use latch_registry::record::write_atomic;
 use latch_registry::RegistryError;
-use latch_wire::{Incarnation, SessionId, SessionRef};
+use latch_wire::{Incarnation, Owner, SessionId, SessionRef};
 use serde::{Deserialize, Serialize};
 
 use crate::create::Created;
@@ -28,6 +28,13 @@ pub struct Receipt {
     pub incarnation: Incarnation,
     /// Creation time, ms since the epoch.
     pub created_at: u64,
+    /// The creation's owner (SPEC.md §2.4), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
+    /// The owner MAC (as in the record), so the owner can be verified under the
+    /// key after the session is gone. Absent only in receipts written before owners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_mac: Option<String>,
 }
 
 impl Receipt {
@@ -120,6 +127,12 @@ impl Client {
             id: created.id.clone(),
             incarnation: created.incarnation,
             created_at: created.created_at_ms,
+            owner: created.owner.clone(),
+            owner_mac: Some(self.registry().owner_mac(
+                &created.id,
+                &created.incarnation,
+                created.owner.as_ref(),
+            )),
         };
         let bytes =
             serde_json::to_vec_pretty(&receipt).map_err(|e| ClientError::Other(e.to_string()))?;
@@ -132,6 +145,7 @@ impl Client {
         let r = Receipt::load(path)?;
         if !same_root(&r.root, self.registry().root())
             || !self.registry().verify(&r.id, &r.incarnation)
+            || !self.receipt_owner_verifies(&r)
         {
             return Err(ClientError::Refused(format!(
                 "receipt {} was not issued by this registry ({})",
@@ -140,6 +154,20 @@ impl Client {
             )));
         }
         Ok(r)
+    }
+
+    /// Whether the receipt's owner (or its absence) is the one bound to its creation
+    /// (SPEC.md §2.4). A receipt from before owners (neither field) claims none.
+    fn receipt_owner_verifies(&self, r: &Receipt) -> bool {
+        match (&r.owner, &r.owner_mac) {
+            (None, None) => true,
+            (Some(_), None) => false,
+            (owner, Some(mac)) => latch_registry::record::from_hex(mac).is_some_and(|mac| {
+                self.registry()
+                    .key()
+                    .verify_owner(&r.id, &r.incarnation, owner.as_ref(), &mac)
+            }),
+        }
     }
 
     /// What a receipt says now.
@@ -157,6 +185,13 @@ impl Client {
                 Verdict::Foreign,
                 Some(r),
                 "not minted under this registry's key".into(),
+            );
+        }
+        if !self.receipt_owner_verifies(&r) {
+            return (
+                Verdict::Foreign,
+                Some(r),
+                "its owner does not verify under this registry's key (edited?)".into(),
             );
         }
         match self.registry().read_record(&r.id) {

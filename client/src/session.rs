@@ -7,7 +7,7 @@ use std::time::Duration;
 use latch_registry::events::{event, kind};
 use latch_registry::proc::{prove, ProofError};
 use latch_registry::{CreateSpec, Record, Registry, RegistryError, DEFAULT_LOCK_WAIT};
-use latch_wire::{Incarnation, LegacyPolicy, SessionId, SessionRef};
+use latch_wire::{Incarnation, LegacyPolicy, Owner, SessionId, SessionRef};
 use serde::Serialize;
 
 use crate::conn::{Bound, Connection, DEFAULT_TIMEOUT};
@@ -116,6 +116,8 @@ pub struct NewSession {
     pub tags: BTreeMap<String, String>,
     /// Legacy policy.
     pub legacy_policy: LegacyPolicy,
+    /// The creation's owner (SPEC.md §2.4): set here, once, and never changed.
+    pub owner: Option<Owner>,
 }
 
 /// A handle on one registry.
@@ -123,6 +125,8 @@ pub struct NewSession {
 pub struct Client {
     registry: Registry,
     daemon_program: PathBuf,
+    /// The owner precondition every conditional operation checks (SPEC.md §9.11).
+    required_owner: Option<Owner>,
 }
 
 impl Client {
@@ -132,7 +136,56 @@ impl Client {
         Ok(Self {
             registry: Registry::open(root)?,
             daemon_program,
+            required_owner: None,
         })
+    }
+
+    /// The same client with an owner precondition (SPEC.md §2.4, §9.11): from now on
+    /// every operation on a session (resolve, patch, kill, remove, restart, connect
+    /// and the effects through it, gc) acts only if the session's proven owner is
+    /// `owner`, checked in the same critical section as the incarnation, and fails
+    /// with [`ClientError::NotOwner`] otherwise. `None` removes the precondition.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Option<Owner>) -> Self {
+        self.required_owner = owner;
+        self
+    }
+
+    /// The owner precondition, if any.
+    pub fn required_owner(&self) -> Option<&Owner> {
+        self.required_owner.as_ref()
+    }
+
+    /// Checks the owner precondition against a record read through
+    /// [`Registry::read_record`] (so its owner is proven). Callers that act under
+    /// the session lock call it under that lock, beside the incarnation check.
+    pub(crate) fn check_owner(&self, record: &Record) -> Result<(), ClientError> {
+        self.check_owner_of(&record.id, record.owner.as_ref())
+    }
+
+    fn check_owner_of(&self, id: &SessionId, actual: Option<&Owner>) -> Result<(), ClientError> {
+        match &self.required_owner {
+            Some(want) if actual != Some(want) => Err(ClientError::NotOwner {
+                id: id.clone(),
+                expected: want.clone(),
+                actual: actual.cloned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The sessions proven to be `owner`'s, and every degraded record (which cannot
+    /// be proven not to be). A record whose owner does not verify is degraded, so it
+    /// is listed as such, never as unowned or as someone else's.
+    pub fn list_owned(&self, owner: &Owner) -> Result<Vec<Entry>, ClientError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|e| match e {
+                Entry::Session { record, .. } => record.owner.as_ref() == Some(owner),
+                Entry::Degraded { .. } => true,
+            })
+            .collect())
     }
 
     /// The registry.
@@ -183,6 +236,7 @@ impl Client {
             tags: new.tags,
             legacy_policy: new.legacy_policy,
             scrollback: latch_registry::spec::DEFAULT_SCROLLBACK,
+            owner: new.owner,
         };
         spawn_daemon(&self.registry, &self.daemon_program, &spec)
     }
@@ -219,6 +273,8 @@ impl Client {
 
     /// Reads `session`'s record and checks that it still holds `session`'s
     /// incarnation (constant time): `Replaced` otherwise, with what the id holds now.
+    /// Then the owner precondition, if any (`NotOwner`). Called under the session
+    /// lock, both checks and the act that follows form one critical section.
     pub fn read_expecting(&self, session: &SessionRef) -> Result<Record, ClientError> {
         let record = self
             .read_checked(&session.id)?
@@ -234,6 +290,7 @@ impl Client {
                 actual: Some(record.incarnation),
             });
         }
+        self.check_owner(&record)?;
         Ok(record)
     }
 
@@ -271,7 +328,8 @@ impl Client {
 
     /// Resolves a reference: `ID@INCARNATION`, an exact id (always wins), or a display
     /// name carried by exactly one running session. With `expect`, the resolved
-    /// creation must be that incarnation.
+    /// creation must be that incarnation; with an owner precondition, its proven
+    /// owner must be that owner (names resolve as without one, then the check applies).
     pub fn resolve(
         &self,
         reference: &str,
@@ -287,6 +345,8 @@ impl Client {
                 });
             }
         }
+        // Early refusal; every act re-checks under its lock or through the daemon.
+        self.check_owner(&target.record)?;
         Ok(target)
     }
 
@@ -363,9 +423,32 @@ impl Client {
     }
 
     /// Connects and binds to exactly `session`: every later effect reaches that
-    /// creation or nothing.
+    /// creation or nothing. With an owner precondition, the daemon's STATUS (its
+    /// memory, not the file) must first name `session` and that owner, on the very
+    /// connection that is then bound.
     pub fn connect(&self, session: &SessionRef) -> Result<Bound, ClientError> {
-        self.open_to(session)?.bind(session)
+        let mut conn = self.open_to(session)?;
+        if self.required_owner.is_some() {
+            let st = conn.status()?;
+            Self::check_status_is(session, &st)?;
+            self.check_owner_of(&session.id, st.owner.as_ref())?;
+        }
+        conn.bind(session)
+    }
+
+    fn check_status_is(
+        session: &SessionRef,
+        st: &latch_wire::StatusReply,
+    ) -> Result<(), ClientError> {
+        if session.matches(&SessionRef::new(st.id.clone(), st.incarnation)) {
+            Ok(())
+        } else {
+            Err(ClientError::Replaced {
+                id: session.id.clone(),
+                expected: session.incarnation,
+                actual: Some(st.incarnation),
+            })
+        }
     }
 
     /// Connects and negotiates with `session`'s daemon, explaining a failure through
@@ -417,17 +500,13 @@ impl Client {
     }
 
     /// The daemon's STATUS, asked without binding (a query, legal while draining);
-    /// fails with `Replaced` unless the daemon is exactly `session`.
+    /// fails with `Replaced` unless the daemon is exactly `session`, and with
+    /// `NotOwner` unless it reports the required owner (if any).
     pub fn status_of(&self, session: &SessionRef) -> Result<latch_wire::StatusReply, ClientError> {
         let mut conn = self.open_to(session)?;
         let st = conn.status()?;
-        if !session.matches(&SessionRef::new(st.id.clone(), st.incarnation)) {
-            return Err(ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(st.incarnation),
-            });
-        }
+        Self::check_status_is(session, &st)?;
+        self.check_owner_of(&session.id, st.owner.as_ref())?;
         Ok(st)
     }
 

@@ -282,7 +282,7 @@ fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out
             let frame = if conn.is_legacy() {
                 session.legacy_status()
             } else {
-                Outbound::Strict(ServerFrame::Status(session.status()))
+                Outbound::Strict(ServerFrame::Status(Box::new(session.status())))
             };
             client.send(frame);
         }

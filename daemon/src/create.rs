@@ -389,6 +389,10 @@ fn create_locked(
         legacy_policy: spec.legacy_policy,
         exit: None,
         tty: Some(tty_name),
+        // Bound to this creation under the key (SPEC.md §2.4): an owner edited by
+        // hand, added or stripped later no longer verifies.
+        owner: spec.owner.clone(),
+        owner_mac: Some(registry.owner_mac(id, &incarnation, spec.owner.as_ref())),
         extra: serde_json::Map::new(),
     };
 
@@ -417,6 +421,7 @@ fn create_locked(
     fields.insert("command".into(), serde_json::json!(record.command));
     fields.insert("daemonPid".into(), serde_json::json!(record.daemon.pid));
     fields.insert("childPid".into(), serde_json::json!(record.child.pid));
+    fields.insert("owner".into(), serde_json::json!(record.owner));
     registry
         .append_event(lock, &event(kind::SESSION_START, id, &incarnation, fields))
         .map_err(registry_error)?;

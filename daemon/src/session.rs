@@ -22,7 +22,8 @@ use latch_wire::limits::{
 };
 use latch_wire::server::ServerConfig;
 use latch_wire::{
-    ErrorCode, ExitStatus, LegacyPolicy, Limits, ServerFrame, SessionRef, StatusReply, SUPPORTED,
+    ErrorCode, ExitStatus, LegacyPolicy, Limits, Owner, ServerFrame, SessionRef, StatusReply,
+    SUPPORTED,
 };
 use tokio::io::unix::AsyncFd;
 use tokio::net::UnixListener;
@@ -68,6 +69,7 @@ pub(crate) struct Session {
     /// The program's pid.
     pub child_pid: u32,
     legacy_policy: LegacyPolicy,
+    owner: Option<Owner>,
     claim: Claim,
     /// The PTY master.
     pub master: AsyncFd<OwnedFd>,
@@ -102,6 +104,7 @@ impl Session {
             daemon_pid: std::process::id(),
             child_pid: created.child_pid,
             legacy_policy: spec.legacy_policy,
+            owner: spec.owner.clone(),
             claim: created.claim,
             master: created.master,
             child: created.child,
@@ -606,6 +609,7 @@ impl Session {
             exit: self.exit.get(),
             draining: self.draining.get(),
             legacy_policy: self.legacy_policy,
+            owner: self.owner.clone(),
         }
     }
 

@@ -22,7 +22,8 @@
 //!   "createdAt": "2024-05-01T12:00:00.000Z",   ISO-8601 UTC with milliseconds
 //!   "createdAtMs": 1714564800000,     the same instant, ms since the Unix epoch
 //!   "draining": false,
-//!   "legacyPolicy": "observe"         off | observe | full
+//!   "legacyPolicy": "observe",        off | observe | full
+//!   "owner": "A"                      the creation's owner, or null
 //! }
 //! ```
 
@@ -53,13 +54,14 @@ pub(crate) fn legacy_json(reply: &StatusReply, name: &str, uptime_seconds: u64) 
         "createdAtMs": reply.created_at_ms,
         "draining": reply.draining,
         "legacyPolicy": reply.legacy_policy.as_str(),
+        "owner": reply.owner.as_ref().map(latch_wire::Owner::as_str),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use latch_wire::{ExitStatus, Incarnation, LegacyPolicy, SessionId};
+    use latch_wire::{ExitStatus, Incarnation, LegacyPolicy, Owner, SessionId};
 
     fn reply() -> StatusReply {
         StatusReply {
@@ -77,6 +79,7 @@ mod tests {
             exit: None,
             draining: false,
             legacy_policy: LegacyPolicy::Observe,
+            owner: Some(Owner::new("A").unwrap()),
         }
     }
 
@@ -100,6 +103,7 @@ mod tests {
                 "createdAtMs": 1_700_000_000_123u64,
                 "draining": false,
                 "legacyPolicy": "observe",
+                "owner": "A",
             })
         );
     }

@@ -55,6 +55,7 @@ fn spec(id: &str, command: &[&str]) -> CreateSpec {
         tags: BTreeMap::new(),
         legacy_policy: LegacyPolicy::Observe,
         scrollback: 1000,
+        owner: None,
     }
 }
 
@@ -264,7 +265,7 @@ impl Conn {
         self.send(ClientFrame::Status);
         loop {
             if let ServerFrame::Status(s) = self.recv() {
-                return s;
+                return *s;
             }
         }
     }
@@ -386,6 +387,28 @@ fn status_is_the_daemons_own_identity() {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(d.socket()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+    assert_eq!(s.owner, None);
+}
+
+#[test]
+fn status_carries_the_owner_from_memory_even_after_the_record_is_edited() {
+    let mut sp = spec("s1", &["cat"]);
+    sp.owner = Some(latch_wire::Owner::new("project-A").unwrap());
+    let d = start(sp);
+    // The record binds the owner: it verifies under the key.
+    let rec = d.record();
+    assert_eq!(rec.owner.as_ref().map(|o| o.as_str()), Some("project-A"));
+    // Forge the file: the daemon never re-reads it, and the forgery is detected.
+    let path = d.root.join("s1.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("project-A", "project-B")).unwrap();
+    assert!(Registry::open(&d.root).unwrap().read_record(&d.id).is_err());
+    let mut c = d.connect();
+    c.hello();
+    assert_eq!(
+        c.status().owner.as_ref().map(|o| o.as_str()),
+        Some("project-A")
+    );
 }
 
 #[test]

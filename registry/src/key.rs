@@ -14,7 +14,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use latch_wire::ids::{INCARNATION_NONCE_LEN, INCARNATION_TAG_LEN};
-use latch_wire::{Incarnation, SessionId};
+use latch_wire::{Incarnation, Owner, SessionId};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -22,6 +22,10 @@ use crate::error::RegistryError;
 
 /// Domain separation tag for incarnation MACs.
 pub const INCARNATION_DOMAIN: &[u8] = b"latch/incarnation/v1";
+/// Domain separation tag for owner MACs (SPEC.md §2.4).
+pub const OWNER_DOMAIN: &[u8] = b"latch/owner/v1";
+/// Length of an owner MAC (the whole HMAC-SHA256 tag), in bytes.
+pub const OWNER_MAC_LEN: usize = 32;
 /// Key length in bytes.
 pub const KEY_LEN: usize = 32;
 
@@ -139,6 +143,55 @@ impl Key {
         Ok(Incarnation::from_parts(nonce, tag))
     }
 
+    /// The owner MAC's message (SPEC.md §2.4): the domain, the id, the incarnation's
+    /// 32 bytes, then whether there is an owner and which. Every part is
+    /// length-prefixed or of fixed length, so no two inputs share a message.
+    fn owner_message(id: &SessionId, inc: &Incarnation, owner: Option<&Owner>) -> Vec<u8> {
+        let mut msg = Vec::with_capacity(OWNER_DOMAIN.len() + 100 + 512);
+        msg.extend_from_slice(OWNER_DOMAIN);
+        msg.push(0);
+        msg.push(u8::try_from(id.as_str().len()).unwrap_or(u8::MAX));
+        msg.extend_from_slice(id.as_str().as_bytes());
+        msg.extend_from_slice(inc.nonce());
+        msg.extend_from_slice(inc.tag());
+        match owner {
+            None => msg.push(0),
+            Some(o) => {
+                msg.push(1);
+                // At most 128 scalar values, so at most 512 bytes: fits a u16.
+                let len = u16::try_from(o.as_str().len()).unwrap_or(u16::MAX);
+                msg.extend_from_slice(&len.to_be_bytes());
+                msg.extend_from_slice(o.as_str().as_bytes());
+            }
+        }
+        msg
+    }
+
+    /// The MAC binding `owner` (or its absence) to the creation `{id, inc}`.
+    pub fn owner_mac(
+        &self,
+        id: &SessionId,
+        inc: &Incarnation,
+        owner: Option<&Owner>,
+    ) -> [u8; OWNER_MAC_LEN] {
+        let tag = hmac::sign(&self.hmac, &Self::owner_message(id, inc, owner));
+        let mut out = [0u8; OWNER_MAC_LEN];
+        out.copy_from_slice(tag.as_ref());
+        out
+    }
+
+    /// Whether `mac` binds `owner` (or its absence) to `{id, inc}` under this key;
+    /// ring's `hmac::verify` compares in constant time.
+    pub fn verify_owner(
+        &self,
+        id: &SessionId,
+        inc: &Incarnation,
+        owner: Option<&Owner>,
+        mac: &[u8],
+    ) -> bool {
+        hmac::verify(&self.hmac, &Self::owner_message(id, inc, owner), mac).is_ok()
+    }
+
     /// Whether `inc` was minted for `id` under this key (constant-time comparison).
     pub fn verify(&self, id: &SessionId, inc: &Incarnation) -> bool {
         let full = self.tag(id, inc.nonce());
@@ -180,6 +233,61 @@ mod tests {
         msg.extend_from_slice(&nonce);
         let expect = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &[0x0b; 32]), &msg);
         assert_eq!(key.tag(&id, &nonce).as_ref(), expect.as_ref());
+    }
+
+    #[test]
+    fn owner_mac_binds_owner_id_and_incarnation() {
+        let key = Key::from_bytes(&[1; KEY_LEN]);
+        let id = SessionId::new("build").unwrap();
+        let inc = key.mint(&id).unwrap();
+        let a = Owner::new("A").unwrap();
+        let b = Owner::new("B").unwrap();
+        let mac = key.owner_mac(&id, &inc, Some(&a));
+        assert!(key.verify_owner(&id, &inc, Some(&a), &mac));
+        assert!(
+            !key.verify_owner(&id, &inc, Some(&b), &mac),
+            "owner swapped"
+        );
+        assert!(!key.verify_owner(&id, &inc, None, &mac), "owner stripped");
+        let inc2 = key.mint(&id).unwrap();
+        assert!(
+            !key.verify_owner(&id, &inc2, Some(&a), &mac),
+            "other creation"
+        );
+        let id2 = SessionId::new("build2").unwrap();
+        assert!(!key.verify_owner(&id2, &inc, Some(&a), &mac), "other id");
+        let other = Key::from_bytes(&[2; KEY_LEN]);
+        assert!(!other.verify_owner(&id, &inc, Some(&a), &mac), "other key");
+        assert!(
+            !key.verify_owner(&id, &inc, Some(&a), &mac[..16]),
+            "truncated"
+        );
+        let none = key.owner_mac(&id, &inc, None);
+        assert!(key.verify_owner(&id, &inc, None, &none));
+        assert!(!key.verify_owner(&id, &inc, Some(&a), &none), "owner added");
+    }
+
+    #[test]
+    fn owner_mac_known_answer() {
+        // Pins the MAC construction of SPEC.md §2.4.
+        let key = Key::from_bytes(&[0x0b; KEY_LEN]);
+        let id = SessionId::new("s").unwrap();
+        let inc = Incarnation::from_parts([0; 16], [0xff; 16]);
+        let mut msg = Vec::new();
+        msg.extend_from_slice(b"latch/owner/v1\0\x01s");
+        msg.extend_from_slice(&[0; 16]);
+        msg.extend_from_slice(&[0xff; 16]);
+        msg.extend_from_slice(b"\x01\x00\x02ab");
+        let expect = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &[0x0b; 32]), &msg);
+        let owner = Owner::new("ab").unwrap();
+        assert_eq!(
+            key.owner_mac(&id, &inc, Some(&owner)).as_slice(),
+            expect.as_ref()
+        );
+        let mut msg_none = msg[..msg.len() - 5].to_vec();
+        msg_none.push(0);
+        let expect = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &[0x0b; 32]), &msg_none);
+        assert_eq!(key.owner_mac(&id, &inc, None).as_slice(), expect.as_ref());
     }
 
     #[test]

@@ -161,9 +161,51 @@ impl Registry {
         SessionLock::acquire(&self.lock_path(id), id, wait)
     }
 
-    /// Reads a record without the lock (writes are atomic renames, so never torn).
+    /// Reads a record without the lock (writes are atomic renames, so never torn),
+    /// and verifies its owner binding: a record whose owner (or whose lack of one)
+    /// does not verify under the key is `Corrupt`, a degraded read (SPEC.md §9.3),
+    /// never an unowned record or someone else's.
     pub fn read_record(&self, id: &SessionId) -> Result<Option<Record>, RegistryError> {
-        record::read_record_file(&self.record_path(id), id)
+        let path = self.record_path(id);
+        let Some(record) = record::read_record_file(&path, id)? else {
+            return Ok(None);
+        };
+        let corrupt = |reason: &str| RegistryError::Corrupt {
+            path: path.clone(),
+            reason: reason.to_owned(),
+        };
+        match (&record.owner, &record.owner_mac) {
+            // Written before owners existed: no owner, nothing to verify.
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(corrupt(
+                    "it names an owner without an ownerMac (edited by hand?)",
+                ))
+            }
+            (owner, Some(mac)) => {
+                let ok = record::from_hex(mac).is_some_and(|mac| {
+                    self.key
+                        .verify_owner(id, &record.incarnation, owner.as_ref(), &mac)
+                });
+                if !ok {
+                    return Err(corrupt(
+                        "its owner does not verify against ownerMac under the registry key (edited by hand?)",
+                    ));
+                }
+            }
+        }
+        Ok(Some(record))
+    }
+
+    /// The `ownerMac` text binding `owner` (or its absence) to `{id, inc}` (SPEC.md
+    /// §2.4).
+    pub fn owner_mac(
+        &self,
+        id: &SessionId,
+        inc: &Incarnation,
+        owner: Option<&latch_wire::Owner>,
+    ) -> String {
+        record::to_hex(&self.key.owner_mac(id, inc, owner))
     }
 
     /// Writes a record under its session lock.
@@ -284,6 +326,61 @@ mod tests {
             reg.default_legacy_policy(),
             Err(RegistryError::Corrupt { .. })
         ));
+    }
+
+    #[test]
+    fn a_record_whose_owner_does_not_verify_is_corrupt() {
+        use latch_wire::Owner;
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = Registry::open(&tmp.path().join("r")).unwrap();
+        let id = SessionId::new("s").unwrap();
+        let lock = reg.lock(&id, Duration::ZERO).unwrap();
+        let me = ProcIdentity::of(std::process::id()).unwrap();
+        let inc = reg.mint(&id).unwrap();
+        let a = Owner::new("A").unwrap();
+        let mut rec = Record {
+            version: RECORD_VERSION,
+            id: id.clone(),
+            incarnation: inc,
+            display_name: None,
+            command: vec!["sh".into()],
+            cwd: "/".into(),
+            created_at_ms: 1,
+            daemon: me.clone(),
+            child: me,
+            tags: Default::default(),
+            legacy_policy: Default::default(),
+            exit: None,
+            tty: None,
+            owner: Some(a.clone()),
+            owner_mac: Some(reg.owner_mac(&id, &inc, Some(&a))),
+            extra: Default::default(),
+        };
+        reg.write_record(&lock, &rec).unwrap();
+        assert_eq!(reg.read_record(&id).unwrap().unwrap().owner, Some(a));
+        let corrupt = |rec: &Record| {
+            reg.write_record(&lock, rec).unwrap();
+            matches!(reg.read_record(&id), Err(RegistryError::Corrupt { .. }))
+        };
+        let good = rec.clone();
+        rec.owner = Some(Owner::new("B").unwrap());
+        assert!(corrupt(&rec), "owner swapped");
+        rec.owner = None;
+        assert!(corrupt(&rec), "owner stripped, mac kept");
+        rec = good.clone();
+        rec.owner_mac = None;
+        assert!(corrupt(&rec), "mac stripped, owner kept");
+        rec.owner_mac = Some("zz".into());
+        assert!(corrupt(&rec), "mac not hex");
+        // A record from before owners: neither field.
+        rec.owner = None;
+        rec.owner_mac = None;
+        reg.write_record(&lock, &rec).unwrap();
+        assert_eq!(reg.read_record(&id).unwrap().unwrap().owner, None);
+        // An unowned record of this build binds the absence too.
+        rec.owner_mac = Some(reg.owner_mac(&id, &inc, None));
+        reg.write_record(&lock, &rec).unwrap();
+        assert_eq!(reg.read_record(&id).unwrap().unwrap().owner, None);
     }
 
     #[test]

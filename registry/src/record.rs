@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use latch_wire::{Incarnation, LegacyPolicy, SessionId};
+use latch_wire::{Incarnation, LegacyPolicy, Owner, SessionId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::RegistryError;
@@ -67,6 +67,15 @@ pub struct Record {
     /// last input and output (gc's idle test).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tty: Option<String>,
+    /// The creation's owner, set at creation only (SPEC.md §2.4). Trust it only from
+    /// [`crate::Registry::read_record`], which verifies `owner_mac`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
+    /// Lowercase hex of the MAC binding `owner` (or its absence) to `{id,
+    /// incarnation}` under the registry key. Absent only in records written before
+    /// owners existed, which then carry no owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_mac: Option<String>,
     /// Fields written by another build, preserved on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -96,6 +105,33 @@ pub fn read_record_file(path: &Path, id: &SessionId) -> Result<Option<Record>, R
         });
     }
     Ok(Some(record))
+}
+
+/// Lowercase hex of `bytes`.
+pub fn to_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    s
+}
+
+/// Parses lowercase hex; `None` for anything else.
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    let val = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    s.as_bytes()
+        .chunks_exact(2)
+        .map(|p| Some((val(p[0])? << 4) | val(p[1])?))
+        .collect()
 }
 
 /// Writes `bytes` to `path` atomically: a temp file beside it (mode 0600), fsync,
@@ -144,6 +180,8 @@ mod tests {
             legacy_policy: LegacyPolicy::Observe,
             exit: None,
             tty: None,
+            owner: None,
+            owner_mac: None,
             extra: serde_json::Map::new(),
         }
     }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use latch_wire::{Incarnation, LegacyPolicy, SessionId};
+use latch_wire::{Incarnation, LegacyPolicy, Owner, SessionId};
 use serde::{Deserialize, Serialize};
 
 /// The environment variable naming the session id, set in the program's environment.
@@ -41,6 +41,9 @@ pub struct CreateSpec {
     pub legacy_policy: LegacyPolicy,
     /// Scrollback lines kept by the emulator.
     pub scrollback: usize,
+    /// The creation's owner (SPEC.md §2.4); validated when the spec is parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
 }
 
 /// The one JSON line a daemon writes to its readiness pipe.

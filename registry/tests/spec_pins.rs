@@ -1,7 +1,7 @@
-//! Pins SPEC.md §2.2 and §9's constants to the registry's code.
+//! Pins SPEC.md §2.2, §2.4 and §9's constants to the registry's code.
 
 use latch_registry::events::EVENTS_MAX_BYTES;
-use latch_registry::key::{INCARNATION_DOMAIN, KEY_LEN};
+use latch_registry::key::{INCARNATION_DOMAIN, KEY_LEN, OWNER_DOMAIN, OWNER_MAC_LEN};
 use latch_registry::{DEFAULTS_FILE, DEFAULT_LOCK_WAIT, KEY_FILE, RECORD_VERSION, SUN_PATH_MAX};
 
 const SPEC: &str = include_str!("../../SPEC.md");
@@ -22,4 +22,8 @@ fn registry_constants_match_spec() {
     assert_eq!(RECORD_VERSION, 1);
     assert!(SPEC.contains("HMAC-SHA256(key, \"latch/incarnation/v1\" || 0x00"));
     assert_eq!(INCARNATION_DOMAIN, b"latch/incarnation/v1");
+    assert!(SPEC.contains("HMAC-SHA256(key, \"latch/owner/v1\" || 0x00"));
+    assert_eq!(OWNER_DOMAIN, b"latch/owner/v1");
+    assert!(SPEC.contains("lowercase hex (64 characters)"));
+    assert_eq!(OWNER_MAC_LEN * 2, 64);
 }

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ids::{Incarnation, SessionId};
+use crate::owner::Owner;
 use crate::version::VersionRange;
 
 /// Longest client name accepted in HELLO, in bytes.
@@ -96,8 +97,9 @@ pub enum ServerFrame {
         /// Free-form daemon name and build, for diagnostics.
         server: String,
     },
-    /// Index 1. Who the daemon is (BRIEF.md invariant 2: from its own memory).
-    Status(StatusReply),
+    /// Index 1. Who the daemon is (BRIEF.md invariant 2: from its own memory). Boxed
+    /// to keep every frame small; a `Box` encodes exactly as its contents.
+    Status(Box<StatusReply>),
     /// Index 2. The connection is bound to this creation.
     Bound {
         /// The daemon's id.
@@ -184,6 +186,9 @@ pub struct StatusReply {
     pub draining: bool,
     /// The legacy policy in force (SPEC.md §7).
     pub legacy_policy: LegacyPolicy,
+    /// The creation's owner, from the daemon's memory (SPEC.md §2.4); `None` for a
+    /// creation made without one. Appended last: it is the final field on the wire.
+    pub owner: Option<Owner>,
 }
 
 /// How a daemon treats connections that speak the legacy framing (SPEC.md §7).

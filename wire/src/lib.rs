@@ -1,6 +1,7 @@
 //! latch-wire: the latch wire protocol, with no IO.
 //!
-//! What it does: identity types ([`SessionId`], [`Incarnation`], [`SessionRef`]);
+//! What it does: identity types ([`SessionId`], [`Incarnation`], [`SessionRef`],
+//! [`Owner`]);
 //! the strict protocol's frames ([`ClientFrame`], [`ServerFrame`]) and framing;
 //! the legacy `pty` framing ([`legacy`]); the rule that tells them apart from a
 //! connection's first bytes ([`detect`]); version negotiation ([`version`]); the
@@ -20,6 +21,7 @@ pub mod framing;
 pub mod ids;
 pub mod legacy;
 pub mod limits;
+pub mod owner;
 pub mod server;
 pub mod version;
 
@@ -34,4 +36,5 @@ pub use frame::{
 pub use ids::{
     Incarnation, IncarnationError, SessionId, SessionIdError, SessionRef, SessionRefError,
 };
+pub use owner::{validate_owner, Owner, OwnerError, OWNER_MAX_CHARS};
 pub use version::{VersionRange, SUPPORTED};

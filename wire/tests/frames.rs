@@ -21,8 +21,8 @@ use latch_wire::legacy::{
 use latch_wire::limits::{MAX_CLIENT_FRAME, MAX_SERVER_FRAME};
 use latch_wire::{
     ClientCodec, ClientFrame, CodecError, ErrorCode, ExitStatus, FrameError, Framing, Inbound,
-    Incarnation, LegacyPolicy, Limits, Outbound, ServerCodec, ServerFrame, SessionId, StatusReply,
-    VersionRange,
+    Incarnation, LegacyPolicy, Limits, Outbound, Owner, ServerCodec, ServerFrame, SessionId,
+    StatusReply, VersionRange,
 };
 
 // ---------------------------------------------------------------------------
@@ -89,6 +89,7 @@ fn status_reply() -> impl Strategy<Value = StatusReply> {
             proptest::option::of(exit_status()),
             any::<bool>(),
             legacy_policy(),
+            proptest::option::of(owner()),
         ),
     )
         .prop_map(
@@ -96,7 +97,7 @@ fn status_reply() -> impl Strategy<Value = StatusReply> {
                 (id, incarnation, daemon_pid, child_pid),
                 (rows, cols, cursor_row, cursor_col),
                 (writers, readers, created_at_ms),
-                (exit, draining, legacy_policy),
+                (exit, draining, legacy_policy, owner),
             )| StatusReply {
                 id,
                 incarnation,
@@ -112,8 +113,13 @@ fn status_reply() -> impl Strategy<Value = StatusReply> {
                 exit,
                 draining,
                 legacy_policy,
+                owner,
             },
         )
+}
+
+fn owner() -> impl Strategy<Value = Owner> {
+    "[^\\p{Cc}\u{2028}\u{2029}]{1,128}".prop_map(|s| Owner::new(s).unwrap())
 }
 
 fn client_frame() -> impl Strategy<Value = ClientFrame> {
@@ -149,7 +155,7 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
                 server,
             }
         }),
-        status_reply().prop_map(ServerFrame::Status),
+        status_reply().prop_map(|s| ServerFrame::Status(Box::new(s))),
         (session_id(), incarnation())
             .prop_map(|(id, incarnation)| ServerFrame::Bound { id, incarnation }),
         (any::<u16>(), any::<u16>()).prop_map(|(rows, cols)| ServerFrame::Geometry { rows, cols }),
@@ -244,7 +250,7 @@ fn all_server_frames() -> Vec<ServerFrame> {
             },
             server: "latchd".into(),
         },
-        ServerFrame::Status(StatusReply {
+        ServerFrame::Status(Box::new(StatusReply {
             id: id.clone(),
             incarnation,
             daemon_pid: 100,
@@ -262,7 +268,8 @@ fn all_server_frames() -> Vec<ServerFrame> {
             }),
             draining: false,
             legacy_policy: LegacyPolicy::Observe,
-        }),
+            owner: Some(Owner::new("project-a").unwrap()),
+        })),
         ServerFrame::Bound { id, incarnation },
         ServerFrame::Geometry { rows: 24, cols: 80 },
         ServerFrame::Screen(Bytes::from_static(b"\x1b[H\x1b[2Jhello")),
@@ -1257,4 +1264,20 @@ fn the_preamble_is_sent_once() {
     // Legacy packets carry no preamble.
     let data = legacy_server_stream(&all_legacy_server_frames());
     assert_ne!(&data[..1], &MAGIC[..1]);
+}
+
+#[test]
+fn status_owner_is_the_last_field_on_the_wire() {
+    // SPEC.md §4.2: `owner Option<string>` follows legacy_policy, so a STATUS
+    // payload ends with the owner: 0 (none), or 1, a varint length and the bytes.
+    let ServerFrame::Status(mut st) = all_server_frames().swap_remove(1) else {
+        panic!("frame 1 is STATUS");
+    };
+    st.owner = None;
+    let none = postcard::to_allocvec(&ServerFrame::Status(st.clone())).unwrap();
+    assert_eq!(none.last(), Some(&0));
+    st.owner = Some(Owner::new("A").unwrap());
+    let some = postcard::to_allocvec(&ServerFrame::Status(st)).unwrap();
+    assert_eq!(&some[some.len() - 3..], &[1, 1, b'A']);
+    assert_eq!(&some[..some.len() - 3], &none[..none.len() - 1]);
 }

@@ -143,4 +143,8 @@ fn prose_constants_match_the_code() {
     assert!(SPEC.contains("lowercase hex; 68 characters"));
     assert_eq!(ids::INCARNATION_TEXT_LEN, 68);
     assert!(SPEC.contains("\"latch/incarnation/v1\""));
+    assert!(SPEC.contains("`OWNER_MAX_CHARS = 128`"));
+    assert_eq!(latch_wire::OWNER_MAX_CHARS, 128);
+    // The owner MAC's domain; registry/src/key.rs pins the construction itself.
+    assert!(SPEC.contains("\"latch/owner/v1\""));
 }

@@ -49,14 +49,16 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Opens (creating if needed) the registry at `root`.
+    /// Opens (creating if needed) the registry at `root`. The registry keeps the
+    /// root canonicalised (absolute, no symlinks, SPEC.md §9.1): it is handed to
+    /// daemons and to programs (`LATCH_ROOT`), whose working directory differs.
     pub fn open(root: &Path) -> Result<Self, RegistryError> {
         root::ensure_root(root)?;
+        let root = root
+            .canonicalize()
+            .map_err(|e| RegistryError::io(format!("resolve {}", root.display()), e))?;
         let key = Key::load_or_create(&root.join(KEY_FILE))?;
-        Ok(Self {
-            root: root.to_path_buf(),
-            key,
-        })
+        Ok(Self { root, key })
     }
 
     /// The root directory.

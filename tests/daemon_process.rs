@@ -65,7 +65,10 @@ fn a_pipe_inherited_by_new_reaches_eof_while_the_session_runs() {
     assert!(child.wait().unwrap().success(), "{out}");
     let created: Value = serde_json::from_str(out.trim()).unwrap();
     let (daemon, program) = (pid(&created["daemonPid"]), pid(&created["childPid"]));
-    assert!(alive(daemon) && alive(program), "the session must still run");
+    assert!(
+        alive(daemon) && alive(program),
+        "the session must still run"
+    );
     let needle = format!("pipe:[{inode}]");
     for p in [daemon, program] {
         let fds = fd_targets(p);
@@ -93,8 +96,15 @@ fn relative_root_and_cwd_are_stored_absolute_and_the_daemon_holds_no_directory()
         .current_dir(&base)
         .env_remove("LATCH_ROOT")
         .stdin(Stdio::null())
-        .args(["--root", "r", "new", "-d", "--json", "--id", "rel", "--cwd", "wd"])
-        .args(["--", "sh", "-c", r#"echo "root=$LATCH_ROOT!"; exec sleep 100"#])
+        .args([
+            "--root", "r", "new", "-d", "--json", "--id", "rel", "--cwd", "wd",
+        ])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            r#"echo "root=$LATCH_ROOT!"; exec sleep 100"#,
+        ])
         .output()
         .unwrap();
     assert!(r.status.success(), "{r:?}");
@@ -108,8 +118,16 @@ fn relative_root_and_cwd_are_stored_absolute_and_the_daemon_holds_no_directory()
         "{rec}"
     );
     let (daemon, program) = (pid(&rec["daemon"]["pid"]), pid(&rec["child"]["pid"]));
-    assert_eq!(proc_cwd(daemon), Path::new("/"), "the daemon holds a directory");
-    assert_eq!(proc_cwd(program), canonical_wd, "the program starts in --cwd");
+    assert_eq!(
+        proc_cwd(daemon),
+        Path::new("/"),
+        "the daemon holds a directory"
+    );
+    assert_eq!(
+        proc_cwd(program),
+        canonical_wd,
+        "the program starts in --cwd"
+    );
 
     // The program's LATCH_ROOT names the root from anywhere.
     let screen = reg.wait_for("rel", "!");

@@ -109,6 +109,7 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
         child_pid: created.child_pid,
         created_at_ms: created.created_at_ms,
     };
+    logging::rotate_at(created.claim.log_path(), created.claim.rotated_log_path());
     let (session, listener) = session::Session::new(created, &spec);
     let session = std::rc::Rc::new(session);
     if let Err(e) = report(&ready) {
@@ -187,7 +188,10 @@ fn close_inherited_fds() {
 
 /// Makes `root` and `spec.cwd` absolute (against the directory the daemon was
 /// started in; the client already canonicalised both), then changes to `/`.
-fn leave_start_directory(root: &std::path::Path, spec: &mut CreateSpec) -> std::io::Result<PathBuf> {
+fn leave_start_directory(
+    root: &std::path::Path,
+    spec: &mut CreateSpec,
+) -> std::io::Result<PathBuf> {
     let root = std::path::absolute(root)?;
     let cwd = std::path::absolute(&spec.cwd)?;
     spec.cwd = cwd.to_string_lossy().into_owned();

@@ -17,7 +17,7 @@ struct Stream {
     id: SessionId,
     only: Option<Incarnation>,
     /// The last line printed (or skipped), to find our place again after rotation.
-    last: Option<String>,
+    last: Option<Vec<u8>>,
 }
 
 fn ids_with_events(client: &Client) -> Result<Vec<SessionId>, ClientError> {
@@ -89,6 +89,16 @@ fn print(ev: &Value, json: bool) {
         println!("{ev}");
         return;
     }
+    if ev["type"] == latch_registry::events::UNREADABLE {
+        println!(
+            "{:<13} {:<16} {} line={}",
+            "?",
+            "(unreadable)",
+            ev["id"].as_str().unwrap_or("?"),
+            ev["line"]
+        );
+        return;
+    }
     let mut rest: BTreeMap<&str, &Value> = BTreeMap::new();
     if let Value::Object(o) = ev {
         for (k, v) in o {
@@ -109,31 +119,26 @@ fn print(ev: &Value, json: bool) {
 }
 
 /// New lines of one stream since the last call; `Err` only for unreadable files.
+/// Reads are bounded (SPEC.md §9.9); a line that cannot be parsed is an
+/// `unreadable` event.
 fn fresh(client: &Client, s: &mut Stream) -> Result<Vec<Value>, ClientError> {
-    let path = client.registry().events_path(&s.id);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(ClientError::Unreachable(format!(
-                "read {}: {e}",
-                path.display()
-            )))
-        }
-    };
-    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    let lines = client
+        .registry()
+        .read_event_lines(&s.id)
+        .map_err(|e| ClientError::Unreachable(e.to_string()))?;
     let start = match &s.last {
         None => 0,
         Some(last) => lines.iter().rposition(|l| l == last).map_or(0, |p| p + 1),
     };
     let mut out = Vec::new();
     for l in &lines[start..] {
-        s.last = Some((*l).to_owned());
-        let ev: Value = serde_json::from_str(l)
-            .unwrap_or_else(|_| serde_json::json!({"type": "unreadable", "line": l}));
+        let ev = latch_registry::events::parse_line(&s.id, l);
         if matches(&ev, s.only.as_ref()) {
             out.push(ev);
         }
+    }
+    if let Some(l) = lines.into_iter().last() {
+        s.last = Some(l);
     }
     Ok(out)
 }

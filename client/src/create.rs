@@ -40,7 +40,7 @@ pub(crate) fn spawn_daemon(
     program: &PathBuf,
     spec: &CreateSpec,
 ) -> Result<Created, ClientError> {
-    registry.check_socket_fits(&spec.id)?;
+    registry.check_new_id(&spec.id)?;
     let json = serde_json::to_string(spec).map_err(|e| ClientError::Other(e.to_string()))?;
     let log = std::fs::OpenOptions::new()
         .create(true)

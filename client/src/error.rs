@@ -207,7 +207,9 @@ impl From<RegistryError> for ClientError {
             }
             RegistryError::Busy { .. } => Self::Busy(msg),
             RegistryError::Corrupt { .. } => Self::Unreachable(msg),
-            RegistryError::IdTooLongForSocket { .. } => Self::Usage(msg),
+            RegistryError::IdTooLongForSocket { .. } | RegistryError::ReservedId { .. } => {
+                Self::Usage(msg)
+            }
             _ => Self::Other(msg),
         }
     }

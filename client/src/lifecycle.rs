@@ -57,7 +57,8 @@ pub struct GcReport {
     /// The status observed.
     pub observed: String,
     /// `removed`, `would-remove`, `orphan-signaled-and-removed`, `would-signal-orphan`,
-    /// `stopped-and-removed`, `would-stop`, `none` or `skipped`.
+    /// `stopped-and-removed`, `would-stop`, `events-removed`, `would-remove-events`,
+    /// `none` or `skipped`.
     pub action: String,
     /// Why it was skipped: `busy`, `changed-since-observed`, `unverifiable`,
     /// `signal-failed`, `shutdown-timed-out`, `kept-by-tag`, `running`, `degraded`.
@@ -66,6 +67,40 @@ pub struct GcReport {
 
 /// The tag that makes gc keep an exited session.
 pub const KEEP_TAG: &str = "keep";
+
+/// How long gc keeps the events of a removed session after their last change
+/// (SPEC.md §9.12).
+pub const EVENTS_RETENTION: Duration = Duration::from_secs(7 * 86_400);
+
+/// Why the events file of `id` may go, if it may: no record for the id, its last
+/// event `removed` (or no readable last event), unchanged for [`EVENTS_RETENTION`].
+/// Returns the last event's incarnation (if any) and the file's age.
+fn expired_events(
+    reg: &latch_registry::Registry,
+    id: &SessionId,
+) -> Option<(Option<String>, Duration)> {
+    if std::fs::symlink_metadata(reg.record_path(id)).is_ok() {
+        return None;
+    }
+    let meta = std::fs::symlink_metadata(reg.events_path(id)).ok()?;
+    if !meta.file_type().is_file() {
+        return None;
+    }
+    let age = meta.modified().ok()?.elapsed().ok()?;
+    if age < EVENTS_RETENTION {
+        return None;
+    }
+    let lines = reg.read_event_lines(id).ok()?;
+    let last = lines
+        .last()
+        .map(|l| latch_registry::events::parse_line(id, l));
+    match last.as_ref().map(|ev| ev["type"].as_str()) {
+        None | Some(Some(kind::REMOVED | latch_registry::events::UNREADABLE)) => {}
+        Some(_) => return None,
+    }
+    let inc = last.and_then(|ev| ev["incarnation"].as_str().map(str::to_owned));
+    Some((inc, age))
+}
 
 impl Client {
     /// Classifies every session and acts only with proof; reports every session (with
@@ -94,6 +129,62 @@ impl Client {
                 continue;
             }
             out.push(self.gc_one(&record, &status, opts));
+        }
+        out.extend(self.gc_events(opts)?);
+        Ok(out)
+    }
+
+    /// The retention rule for events of removed sessions (SPEC.md §9.12): reports
+    /// only the files it removes (or would remove).
+    fn gc_events(&self, opts: &GcOptions) -> Result<Vec<GcReport>, ClientError> {
+        let reg = self.registry();
+        let dir = std::fs::read_dir(reg.root())
+            .map_err(|e| ClientError::Other(format!("read {}: {e}", reg.root().display())))?;
+        let mut ids: Vec<SessionId> = dir
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name();
+                SessionId::new(name.to_str()?.strip_suffix(".events.jsonl")?).ok()
+            })
+            .collect();
+        ids.sort();
+        let mut out = Vec::new();
+        for id in ids {
+            let Some((inc, age)) = expired_events(reg, &id) else {
+                continue;
+            };
+            let mut report = GcReport {
+                id: id.to_string(),
+                incarnation: inc,
+                observed: "removed".into(),
+                action: "would-remove-events".into(),
+                reason: Some(format!(
+                    "events of a removed session, unchanged for {:.1} days",
+                    age.as_secs_f64() / 86_400.0
+                )),
+            };
+            if !opts.dry_run {
+                report = match reg.lock(&id, DEFAULT_LOCK_WAIT) {
+                    // Re-check under the lock: a creation may have reused the id.
+                    Ok(lock) => match expired_events(reg, &id) {
+                        Some(_) => match std::fs::remove_file(reg.events_path(&id)) {
+                            Ok(()) => {
+                                // The lock file is the id's too; nothing else is left.
+                                let _ = lock.unlink();
+                                GcReport {
+                                    action: "events-removed".into(),
+                                    ..report
+                                }
+                            }
+                            Err(e) => skip_report(report, &format!("remove failed: {e}")),
+                        },
+                        None => skip_report(report, "changed-since-observed"),
+                    },
+                    Err(RegistryError::Busy { .. }) => skip_report(report, "busy"),
+                    Err(e) => skip_report(report, &e.to_string()),
+                };
+            }
+            out.push(report);
         }
         Ok(out)
     }
@@ -358,11 +449,27 @@ impl Client {
     }
 }
 
+fn skip_report(mut r: GcReport, why: &str) -> GcReport {
+    r.action = "skipped".into();
+    r.reason = Some(why.into());
+    r
+}
+
 fn gc_reason(e: &ClientError) -> String {
     match e {
         ClientError::Busy(_) => "busy".into(),
         ClientError::Replaced { .. } | ClientError::NotFound(_) => "changed-since-observed".into(),
         ClientError::NotOwner { .. } => "not-owner".into(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn events_retention_matches_spec() {
+        let spec = include_str!("../../SPEC.md");
+        assert!(spec.contains("| EVENTS_RETENTION | 7 days |"));
+        assert_eq!(super::EVENTS_RETENTION.as_secs(), 7 * 86_400);
     }
 }

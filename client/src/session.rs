@@ -214,6 +214,11 @@ impl Client {
             Some(c) => c,
             None => std::env::current_dir().map_err(|e| ClientError::Other(e.to_string()))?,
         };
+        // Stored canonical (SPEC.md §9.3): the record outlives the creator's working
+        // directory, and gc tests it from wherever gc runs.
+        let cwd = cwd
+            .canonicalize()
+            .map_err(|e| ClientError::Other(format!("working directory {}: {e}", cwd.display())))?;
         let mut env: BTreeMap<String, String> = std::env::vars().collect();
         for key in ["LATCH_SESSION_ID", "LATCH_INCARNATION", "TMUX", "STY"] {
             env.remove(key);

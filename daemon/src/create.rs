@@ -66,7 +66,8 @@ fn registry_error(e: RegistryError) -> CreateError {
         RegistryError::UnsafeRoot { .. }
         | RegistryError::UnsafeKey { .. }
         | RegistryError::NoRoot
-        | RegistryError::IdTooLongForSocket { .. } => "invalid",
+        | RegistryError::IdTooLongForSocket { .. }
+        | RegistryError::ReservedId { .. } => "invalid",
         RegistryError::Corrupt { .. } => "exists",
         _ => "io",
     };
@@ -104,6 +105,16 @@ impl Claim {
     /// The daemon's own creation.
     pub fn own(&self) -> &SessionRef {
         &self.own
+    }
+
+    /// `<root>/<id>.log`, the daemon's stderr as the client set it up.
+    pub fn log_path(&self) -> PathBuf {
+        self.registry.log_path(&self.own.id)
+    }
+
+    /// `<root>/<id>.log.1`, where the log is rotated to.
+    pub fn rotated_log_path(&self) -> PathBuf {
+        self.registry.rotated_log_path(&self.own.id)
     }
 
     /// The daemon's incarnation.
@@ -261,9 +272,7 @@ pub(crate) fn create(root: &Path, spec: &CreateSpec) -> Result<Created, CreateEr
         ));
     }
     let registry = Registry::open(root).map_err(registry_error)?;
-    registry
-        .check_socket_fits(&spec.id)
-        .map_err(registry_error)?;
+    registry.check_new_id(&spec.id).map_err(registry_error)?;
     let lock = registry
         .lock(&spec.id, DEFAULT_LOCK_WAIT)
         .map_err(registry_error)?;

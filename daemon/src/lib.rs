@@ -62,9 +62,23 @@ use latch_registry::{CreateSpec, ReadyMessage};
 /// reporting [`ReadyMessage::Failed`] on stdout).
 ///
 /// Expects the client's setup: stdin `/dev/null`, stdout the readiness pipe, stderr
-/// the log file, already in a new session.
-pub fn run(root: PathBuf, spec: CreateSpec) -> i32 {
+/// the log file, already in a new session, and no other thread.
+///
+/// A clean process (SPEC.md §9.6): it first closes every file descriptor above 2
+/// (so the caller must own none it still needs), then resolves `root` and the spec's
+/// working directory against the directory it was started in, and moves to `/`, so
+/// it holds neither a caller's pipe nor a caller's directory busy.
+pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
+    close_inherited_fds();
     ignore_sigpipe();
+    let root = match leave_start_directory(&root, &mut spec) {
+        Ok(root) => root,
+        Err(e) => {
+            log!("cannot resolve the daemon's paths: {e}");
+            report_failure("io", &format!("cannot resolve the daemon's paths: {e}"));
+            return 1;
+        }
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -96,6 +110,7 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
         child_pid: created.child_pid,
         created_at_ms: created.created_at_ms,
     };
+    logging::rotate_at(created.claim.log_path(), created.claim.rotated_log_path());
     let (session, listener) = session::Session::new(created, &spec);
     let session = std::rc::Rc::new(session);
     if let Err(e) = report(&ready) {
@@ -140,6 +155,49 @@ fn stdout_to_devnull() -> std::io::Result<()> {
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
     nix::unistd::dup2_stdout(&null)?;
     Ok(())
+}
+
+/// Closes every file descriptor above stderr. Whatever the creator's process had open
+/// without close-on-exec (a shell's `3>&1`, a pipe to `| cat`) would otherwise stay
+/// open for the session's whole life: a reader of that pipe would never see EOF.
+fn close_inherited_fds() {
+    // SAFETY: close_range takes no pointers; the fds above 2 are owned by nothing in
+    // this process yet (the daemon has opened nothing, and `run` is documented to
+    // take them over).
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    if ret == 0 {
+        return;
+    }
+    // Kernels before 5.9: close what /proc lists (the listing's own fd included,
+    // which is closed again harmlessly once dropped).
+    let fds: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter(|&fd| fd > 2)
+            .collect(),
+        Err(e) => {
+            log!("cannot close inherited file descriptors: {e}");
+            return;
+        }
+    };
+    for fd in fds {
+        // SAFETY: as above; EBADF for an already closed fd is harmless.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Makes `root` and `spec.cwd` absolute (against the directory the daemon was
+/// started in; the client already canonicalised both), then changes to `/`.
+fn leave_start_directory(
+    root: &std::path::Path,
+    spec: &mut CreateSpec,
+) -> std::io::Result<PathBuf> {
+    let root = std::path::absolute(root)?;
+    let cwd = std::path::absolute(&spec.cwd)?;
+    spec.cwd = cwd.to_string_lossy().into_owned();
+    nix::unistd::chdir("/")?;
+    Ok(root)
 }
 
 /// A write to a vanished client must be an EPIPE error, never a signal that kills the

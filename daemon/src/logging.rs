@@ -1,8 +1,30 @@
 //! Log lines and timestamps. The daemon's stderr is `<root>/<id>.log`; each line is
 //! `<ISO-8601 UTC time> latch-daemon[<pid>]: <message>`. Input bytes are never logged.
+//!
+//! The log is bounded (SPEC.md §9.1): once the daemon knows its log's path
+//! ([`rotate_at`]), a line that would take the log past `LOG_MAX_BYTES` first renames
+//! it to `<id>.log.1` (replacing the previous one) and points stderr at a fresh
+//! `<id>.log`, so the two files never hold more than twice the limit.
 
 use std::fmt;
+use std::fs;
+use std::io;
 use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use latch_registry::LOG_MAX_BYTES;
+
+/// `<id>.log` and `<id>.log.1`, once known.
+static ROTATION: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+/// Serialises writing and rotating.
+static WRITING: Mutex<()> = Mutex::new(());
+
+/// From now on, rotate the log at `log` (which stderr must be) to `rotated`.
+pub(crate) fn rotate_at(log: PathBuf, rotated: PathBuf) {
+    let _ = ROTATION.set((log, rotated));
+}
 
 /// Writes one log line to stderr (fd 2) in a single `write`, so lines from
 /// successive daemons appending to one log never interleave. Used through the
@@ -13,7 +35,49 @@ pub(crate) fn line(args: fmt::Arguments<'_>) {
         iso8601_ms(latch_registry::now_ms()),
         std::process::id()
     );
+    let _guard = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((log, rotated)) = ROTATION.get() {
+        if let Err(e) = rotate_if_full(log, rotated, text.len() as u64) {
+            let msg = format!("cannot rotate {}: {e}\n", log.display());
+            let _ = write_all_fd(std::io::stderr().as_fd(), msg.as_bytes());
+        }
+    }
     let _ = write_all_fd(std::io::stderr().as_fd(), text.as_bytes());
+}
+
+/// Rotates when `incoming` more bytes would take stderr past the limit, and only
+/// while stderr is still the file at `log` (never someone else's file).
+fn rotate_if_full(log: &PathBuf, rotated: &PathBuf, incoming: u64) -> io::Result<()> {
+    let err = nix::sys::stat::fstat(std::io::stderr().as_fd())?;
+    let size = u64::try_from(err.st_size).unwrap_or(0);
+    if size == 0 || size + incoming <= LOG_MAX_BYTES {
+        return Ok(());
+    }
+    let current = match fs::symlink_metadata(log) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if (current.dev(), current.ino()) != (err.st_dev, err.st_ino) {
+        return Ok(());
+    }
+    fs::rename(log, rotated)?;
+    let open = |create_new: bool| {
+        fs::OpenOptions::new()
+            .append(true)
+            .create_new(create_new)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(log)
+    };
+    let fresh = match open(true) {
+        // Only a creator of this id can have made it meanwhile (the root is ours
+        // alone): append to it, as that creator's daemon would.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open(false)?,
+        other => other?,
+    };
+    nix::unistd::dup2_stderr(&fresh)?;
+    Ok(())
 }
 
 /// `write(2)` until everything is written, without std's stdio locks or buffers.

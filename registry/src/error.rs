@@ -32,6 +32,11 @@ pub enum RegistryError {
         /// The limit in bytes.
         max: usize,
     },
+    /// The id is reserved for a registry file (SPEC.md §2.1).
+    ReservedId {
+        /// The id.
+        id: String,
+    },
     /// The session lock stayed held by someone else past the wait.
     Busy {
         /// The session.
@@ -78,6 +83,11 @@ impl fmt::Display for RegistryError {
                 f,
                 "socket path {} is {len} bytes, over the {max}-byte limit: use a shorter id or root",
                 path.display()
+            ),
+            Self::ReservedId { id } => write!(
+                f,
+                "session id {id:?} is reserved (its record would be the registry's \
+                 {id}.json); choose another id"
             ),
             Self::Busy { id } => write!(f, "session {id} is busy (its lock is held elsewhere)"),
             Self::Corrupt { path, reason } => {

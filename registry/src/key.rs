@@ -19,6 +19,15 @@ use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::error::RegistryError;
+use crate::record::{create_temp, parent_dir};
+
+/// Why [`Key::load`] found no key to use.
+enum LoadError {
+    /// No file at the path.
+    Missing,
+    /// A file that must not be used, or cannot be read.
+    Refused(RegistryError),
+}
 
 /// Domain separation tag for incarnation MACs.
 pub const INCARNATION_DOMAIN: &[u8] = b"latch/incarnation/v1";
@@ -48,48 +57,91 @@ impl Key {
         }
     }
 
-    /// Loads the key at `path`, creating it exclusively (mode 0600, 32 random bytes)
-    /// if it does not exist. Refuses a key not owned by the effective user, with any
-    /// mode other than 0600, a symlink, or of the wrong length.
+    /// Loads the key at `path`, creating it if it does not exist. Refuses a key not
+    /// owned by the effective user, with any mode other than 0600, a symlink, or of
+    /// the wrong length (an empty one included: never silently replaced).
+    ///
+    /// Creation never exposes a partial key (SPEC.md §9.2): 32 random bytes go to a
+    /// fresh temp file (random name, `O_EXCL`, 0600), are fsync'd, and the file is
+    /// hard-linked to `path`, which fails if `path` exists; then the directory is
+    /// fsync'd. When another process links first, its key is loaded instead. A crash
+    /// leaves at most a stray temp file, which nothing reads.
     pub fn load_or_create(path: &Path) -> Result<Self, RegistryError> {
-        let unsafe_key = |reason: String| RegistryError::UnsafeKey {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let rng = SystemRandom::new();
+        // Twice at most: a key that vanishes between a lost race and the read is an
+        // error, not a loop.
+        for _ in 0..2 {
+            match Self::load(path) {
+                Err(LoadError::Missing) => {}
+                Err(LoadError::Refused(e)) => return Err(e),
+                Ok(key) => return Ok(key),
+            }
+            if let Some(key) = Self::create(path)? {
+                return Ok(key);
+            }
+        }
+        Err(RegistryError::io(
+            format!("load {}", path.display()),
+            io::Error::new(io::ErrorKind::NotFound, "the key vanished while being read"),
+        ))
+    }
+
+    /// Creates the key; `Ok(None)` when another process created it first.
+    fn create(path: &Path) -> Result<Option<Self>, RegistryError> {
         let mut fresh = [0u8; KEY_LEN];
-        rng.fill(&mut fresh)
-            .map_err(|_| unsafe_key("no system randomness".into()))?;
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
+        SystemRandom::new()
+            .fill(&mut fresh)
+            .map_err(|_| RegistryError::UnsafeKey {
+                path: path.to_path_buf(),
+                reason: "no system randomness".into(),
+            })?;
+        let io_err = |what: &str, e| RegistryError::io(format!("{what} {}", path.display()), e);
+        let (mut f, tmp) = create_temp(path).map_err(|e| io_err("create", e))?;
+        let linked = f
+            .write_all(&fresh)
+            .and_then(|()| f.sync_all())
+            .and_then(|()| fs::hard_link(&tmp, path));
+        // The temp name has served its purpose either way.
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {
+                fs::File::open(parent_dir(path))
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| io_err("sync the directory of", e))?;
+                Ok(Some(Self::from_bytes(&fresh)))
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(io_err("create", e)),
+        }
+    }
+
+    fn load(path: &Path) -> Result<Self, LoadError> {
+        let unsafe_key = |reason: String| {
+            LoadError::Refused(RegistryError::UnsafeKey {
+                path: path.to_path_buf(),
+                reason,
+            })
+        };
+        let mut f = match fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
         {
-            Ok(mut f) => {
-                f.write_all(&fresh)
-                    .and_then(|()| f.sync_all())
-                    .map_err(|e| RegistryError::io(format!("write {}", path.display()), e))?;
-                return Ok(Self::from_bytes(&fresh));
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LoadError::Missing),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(unsafe_key("it is a symbolic link".into()))
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(RegistryError::io(format!("create {}", path.display()), e)),
-        }
-        let mut f = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| {
-                if e.raw_os_error() == Some(libc::ELOOP) {
-                    unsafe_key("it is a symbolic link".into())
-                } else {
-                    RegistryError::io(format!("open {}", path.display()), e)
-                }
-            })?;
-        let meta = f
-            .metadata()
-            .map_err(|e| RegistryError::io(format!("stat {}", path.display()), e))?;
+            Err(e) => {
+                return Err(LoadError::Refused(RegistryError::io(
+                    format!("open {}", path.display()),
+                    e,
+                )))
+            }
+        };
+        let refused_io = |what: &str, e| {
+            LoadError::Refused(RegistryError::io(format!("{what} {}", path.display()), e))
+        };
+        let meta = f.metadata().map_err(|e| refused_io("stat", e))?;
         let euid = nix::unistd::geteuid().as_raw();
         if meta.uid() != euid {
             return Err(unsafe_key(format!(
@@ -108,7 +160,17 @@ impl Key {
         Read::by_ref(&mut f)
             .take(KEY_LEN as u64 + 1)
             .read_to_end(&mut bytes)
-            .map_err(|e| RegistryError::io(format!("read {}", path.display()), e))?;
+            .map_err(|e| refused_io("read", e))?;
+        if bytes.is_empty() {
+            // Older builds created the file first and wrote it second; a crash in
+            // between left it empty. Whatever was minted under it is unverifiable.
+            return Err(unsafe_key(format!(
+                "it is empty, expected {KEY_LEN} bytes (an older latch interrupted while \
+                 creating it leaves it so); if no session was created under this root, \
+                 remove it (rm {}) and latch creates a new one",
+                path.display()
+            )));
+        }
         let arr: [u8; KEY_LEN] = bytes.as_slice().try_into().map_err(|_| {
             unsafe_key(format!(
                 "it holds {} bytes, expected {KEY_LEN}",
@@ -302,6 +364,48 @@ mod tests {
         let inc = k1.mint(&id).unwrap();
         let k2 = Key::load_or_create(&path).unwrap();
         assert!(k2.verify(&id, &inc));
+    }
+
+    #[test]
+    fn concurrent_first_loads_agree_on_one_whole_key() {
+        for _ in 0..50 {
+            let tmp = tempfile::tempdir().unwrap();
+            let path = tmp.path().join("registry.key");
+            let barrier = std::sync::Barrier::new(8);
+            let minted: Vec<Incarnation> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            let key = Key::load_or_create(&path).unwrap();
+                            key.mint(&SessionId::new("x").unwrap()).unwrap()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let key = Key::load_or_create(&path).unwrap();
+            let id = SessionId::new("x").unwrap();
+            assert!(minted.iter().all(|inc| key.verify(&id, inc)), "two keys");
+            // Only the key: every temp file is gone.
+            assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 1);
+        }
+    }
+
+    #[test]
+    fn an_empty_key_is_refused_and_a_stray_temp_file_is_ignored() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("registry.key");
+        fs::write(tmp.path().join("registry.key.tmp.0123456789abcdef"), b"12").unwrap();
+        Key::load_or_create(&path).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().len(), KEY_LEN as u64);
+
+        let empty = tmp.path().join("empty.key");
+        fs::write(&empty, b"").unwrap();
+        fs::set_permissions(&empty, fs::Permissions::from_mode(0o600)).unwrap();
+        let err = Key::load_or_create(&empty).unwrap_err().to_string();
+        assert!(err.contains("it is empty"), "{err}");
+        assert_eq!(fs::metadata(&empty).unwrap().len(), 0, "never replaced");
     }
 
     #[test]

@@ -38,6 +38,11 @@ use latch_wire::{Incarnation, SessionId};
 pub const KEY_FILE: &str = "registry.key";
 /// Name of the optional registry-wide defaults file inside the root (SPEC.md §9.1).
 pub const DEFAULTS_FILE: &str = "defaults.json";
+/// Ids refused at creation and never listed as sessions (SPEC.md §2.1): their record
+/// path would be a registry file (`defaults` -> `defaults.json`).
+pub const RESERVED_IDS: &[&str] = &["defaults"];
+/// Largest daemon log before the daemon rotates it to `<id>.log.1` (SPEC.md §9.1).
+pub const LOG_MAX_BYTES: u64 = 1024 * 1024;
 /// `sun_path` holds 108 bytes including the terminating NUL.
 pub const SUN_PATH_MAX: usize = 107;
 
@@ -49,14 +54,16 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Opens (creating if needed) the registry at `root`.
+    /// Opens (creating if needed) the registry at `root`. The registry keeps the
+    /// root canonicalised (absolute, no symlinks, SPEC.md §9.1): it is handed to
+    /// daemons and to programs (`LATCH_ROOT`), whose working directory differs.
     pub fn open(root: &Path) -> Result<Self, RegistryError> {
         root::ensure_root(root)?;
+        let root = root
+            .canonicalize()
+            .map_err(|e| RegistryError::io(format!("resolve {}", root.display()), e))?;
         let key = Key::load_or_create(&root.join(KEY_FILE))?;
-        Ok(Self {
-            root: root.to_path_buf(),
-            key,
-        })
+        Ok(Self { root, key })
     }
 
     /// The root directory.
@@ -93,9 +100,23 @@ impl Registry {
         self.file(id, "log")
     }
 
+    /// `<root>/<id>.log.1`: the daemon's previous log, once rotated.
+    pub fn rotated_log_path(&self, id: &SessionId) -> PathBuf {
+        self.file(id, "log.1")
+    }
+
     /// `<root>/<id>.events.jsonl`.
     pub fn events_path(&self, id: &SessionId) -> PathBuf {
         self.file(id, "events.jsonl")
+    }
+
+    /// Refuses an id that cannot be created: a reserved one, or one whose socket path
+    /// would not fit `sun_path`.
+    pub fn check_new_id(&self, id: &SessionId) -> Result<(), RegistryError> {
+        if is_reserved(id) {
+            return Err(RegistryError::ReservedId { id: id.to_string() });
+        }
+        self.check_socket_fits(id)
     }
 
     /// Refuses an id whose socket path would not fit `sun_path`.
@@ -139,7 +160,18 @@ impl Registry {
         let parsed = match fs::read(&path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
             Err(e) => Err(e.to_string()),
-            Ok(bytes) => serde_json::from_slice::<Defaults>(&bytes).map_err(|e| e.to_string()),
+            Ok(bytes) => serde_json::from_slice::<Defaults>(&bytes).map_err(|e| {
+                if serde_json::from_slice::<Record>(&bytes).is_ok() {
+                    // Before `defaults` was reserved, a session could take that id.
+                    format!(
+                        "it holds the record of a session with id `defaults`, made by an \
+                         older latch before the id was reserved; end and remove that \
+                         session (latch rm --force defaults) ({e})"
+                    )
+                } else {
+                    e.to_string()
+                }
+            }),
         };
         parsed
             .map(|d| d.legacy_policy)
@@ -232,7 +264,11 @@ impl Registry {
     /// [`Registry::remove_stale_socket`]).
     pub fn remove_files(&self, lock: SessionLock) -> Result<(), RegistryError> {
         let id = lock.id().clone();
-        for path in [self.record_path(&id), self.log_path(&id)] {
+        for path in [
+            self.record_path(&id),
+            self.log_path(&id),
+            self.rotated_log_path(&id),
+        ] {
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -264,7 +300,8 @@ impl Registry {
     }
 
     /// Every id with a record file, sorted, plus the names of `.json` files that are
-    /// not valid ids (reported, never dropped silently).
+    /// not valid ids (reported, never dropped silently). Reserved ids are not session
+    /// ids: `defaults.json` is configuration.
     pub fn list_ids(&self) -> Result<(Vec<SessionId>, Vec<String>), RegistryError> {
         let mut ids = Vec::new();
         let mut bad = Vec::new();
@@ -278,6 +315,7 @@ impl Registry {
             };
             let stem = OsStr::from_bytes(stem).to_string_lossy().into_owned();
             match SessionId::new(stem.clone()) {
+                Ok(id) if is_reserved(&id) => {}
                 Ok(id) => ids.push(id),
                 Err(_) => bad.push(stem),
             }
@@ -286,6 +324,11 @@ impl Registry {
         bad.sort();
         Ok((ids, bad))
     }
+}
+
+/// Whether `id` is reserved (SPEC.md §2.1).
+pub fn is_reserved(id: &SessionId) -> bool {
+    RESERVED_IDS.contains(&id.as_str())
 }
 
 /// Milliseconds since the Unix epoch.
@@ -381,6 +424,39 @@ mod tests {
         rec.owner_mac = Some(reg.owner_mac(&id, &inc, None));
         reg.write_record(&lock, &rec).unwrap();
         assert_eq!(reg.read_record(&id).unwrap().unwrap().owner, None);
+    }
+
+    #[test]
+    fn reserved_ids_are_refused_and_never_listed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = Registry::open(&tmp.path().join("r")).unwrap();
+        let defaults = SessionId::new("defaults").unwrap();
+        assert!(matches!(
+            reg.check_new_id(&defaults),
+            Err(RegistryError::ReservedId { .. })
+        ));
+        assert!(reg
+            .check_new_id(&SessionId::new("defaults2").unwrap())
+            .is_ok());
+        fs::write(
+            reg.root().join(DEFAULTS_FILE),
+            br#"{"legacyPolicy": "off"}"#,
+        )
+        .unwrap();
+        assert_eq!(reg.list_ids().unwrap(), (Vec::new(), Vec::new()));
+        // No file a registry keeps for an id is a registry file.
+        let id = SessionId::new("registry").unwrap();
+        for p in [
+            reg.record_path(&id),
+            reg.socket_path(&id),
+            reg.lock_path(&id),
+            reg.log_path(&id),
+            reg.rotated_log_path(&id),
+            reg.events_path(&id),
+        ] {
+            assert_ne!(p, reg.root().join(KEY_FILE));
+            assert_ne!(p, reg.root().join(DEFAULTS_FILE));
+        }
     }
 
     #[test]

@@ -134,30 +134,72 @@ pub fn from_hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Writes `bytes` to `path` atomically: a temp file beside it (mode 0600), fsync,
-/// rename over `path`, fsync of the directory.
+/// Writes `bytes` to `path` atomically: a fresh temp file beside it ([`create_temp`]),
+/// fsync, rename over `path`, fsync of the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = dir.join(tmp_name);
+    let dir = parent_dir(path);
+    let (mut f, tmp) =
+        create_temp(path).map_err(|e| RegistryError::io(format!("write {}", path.display()), e))?;
     let result = (|| -> io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
         fs::File::open(dir)?.sync_all()
     })();
     result.map_err(|e| {
+        // Ours to remove: created exclusively a moment ago.
         let _ = fs::remove_file(&tmp);
         RegistryError::io(format!("write {}", path.display()), e)
     })
+}
+
+/// The directory holding `path` (`.` for a bare file name).
+pub(crate) fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// How many random temp names are tried before giving up.
+const TEMP_ATTEMPTS: usize = 16;
+
+/// Creates a new, empty temp file beside `path`, named `<name>.tmp.<16 random hex
+/// digits>`, with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode 0600, retrying with
+/// another name if one exists. The name cannot be predicted, and nothing planted in
+/// the directory (a file, a symlink, a FIFO) is ever opened, followed or replaced
+/// (SPEC.md §9.1).
+pub fn create_temp(path: &Path) -> io::Result<(fs::File, std::path::PathBuf)> {
+    use ring::rand::SecureRandom;
+    let rng = ring::rand::SystemRandom::new();
+    let dir = parent_dir(path);
+    let base = path.file_name().unwrap_or_default();
+    for _ in 0..TEMP_ATTEMPTS {
+        let mut nonce = [0u8; 8];
+        rng.fill(&mut nonce)
+            .map_err(|_| io::Error::other("no system randomness"))?;
+        let mut name = base.to_os_string();
+        name.push(format!(".tmp.{:016x}", u64::from_be_bytes(nonce)));
+        let tmp = dir.join(name);
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((f, tmp)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!(
+            "no free temp name beside {} after {TEMP_ATTEMPTS} attempts",
+            path.display()
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -200,6 +242,28 @@ mod tests {
         let back: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
         assert_eq!(back["futureField"], serde_json::json!({"x": [1, 2]}));
         assert_eq!(back["tags"]["k"], "v");
+    }
+
+    #[test]
+    fn atomic_writes_never_open_a_planted_temp_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("r.json");
+        // The name older builds used: a symlink there must be left alone.
+        let planted = tmp
+            .path()
+            .join(format!("r.json.tmp.{}", std::process::id()));
+        std::os::unix::fs::symlink("/nonexistent/target", &planted).unwrap();
+        write_atomic(&path, b"{}").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"{}");
+        assert!(fs::symlink_metadata(&planted)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o600);
+        // Only the planted file and the result remain: no temp file is left behind.
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 2);
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Pins SPEC.md §2.2, §2.4 and §9's constants to the registry's code.
 
-use latch_registry::events::EVENTS_MAX_BYTES;
+use latch_registry::events::{EVENTS_MAX_BYTES, EVENTS_READ_MAX_BYTES};
 use latch_registry::key::{INCARNATION_DOMAIN, KEY_LEN, OWNER_DOMAIN, OWNER_MAC_LEN};
-use latch_registry::{DEFAULTS_FILE, DEFAULT_LOCK_WAIT, KEY_FILE, RECORD_VERSION, SUN_PATH_MAX};
+use latch_registry::{
+    DEFAULTS_FILE, DEFAULT_LOCK_WAIT, KEY_FILE, LOG_MAX_BYTES, RECORD_VERSION, RESERVED_IDS,
+    SUN_PATH_MAX,
+};
 
 const SPEC: &str = include_str!("../../SPEC.md");
 
@@ -18,6 +21,13 @@ fn registry_constants_match_spec() {
     assert_eq!(DEFAULT_LOCK_WAIT.as_secs(), 2);
     assert!(SPEC.contains("bounded at 256 KiB\n(`EVENTS_MAX_BYTES`)"));
     assert_eq!(EVENTS_MAX_BYTES, 256 * 1024);
+    assert!(SPEC.contains("| EVENTS_MAX_BYTES | 262144 |"));
+    assert!(SPEC.contains("| EVENTS_READ_MAX_BYTES | 327680 |"));
+    assert_eq!(EVENTS_READ_MAX_BYTES, 327_680);
+    assert!(SPEC.contains("| LOG_MAX_BYTES | 1048576 |"));
+    assert_eq!(LOG_MAX_BYTES, 1_048_576);
+    assert!(SPEC.contains("the id `defaults` is reserved\n(`RESERVED_IDS`)"));
+    assert_eq!(RESERVED_IDS, ["defaults"]);
     assert!(SPEC.contains("| version | 1 | record format |"));
     assert_eq!(RECORD_VERSION, 1);
     assert!(SPEC.contains("HMAC-SHA256(key, \"latch/incarnation/v1\" || 0x00"));

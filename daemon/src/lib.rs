@@ -14,7 +14,7 @@
 //!    byte, bounds the number of connections, times the handshake, and feeds every
 //!    frame to `latch_wire::server::ServerConn`, which alone decides what is legal. The
 //!    daemon only carries out what it returns: no effect without BIND.
-//! 3. **The terminal** (`session`, `pty`, `screen`): PTY output goes out to attached
+//! 3. **The terminal** (`session`, `pty`, and the `latch-screen` crate): PTY output goes out to attached
 //!    clients first and is queued for an alacritty_terminal emulator (screen +
 //!    bounded scrollback), applied before any snapshot; ATTACH applies the queue,
 //!    cuts a screen snapshot and joins the fan-out in one synchronous step on a
@@ -47,7 +47,7 @@ mod create;
 mod fanout;
 mod logging;
 mod pty;
-mod screen;
+
 mod serve;
 mod session;
 mod status;

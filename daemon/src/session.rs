@@ -32,8 +32,8 @@ use tokio::sync::Notify;
 use crate::create::{Claim, Created};
 use crate::fanout::{pty_size, Client, Phase};
 use crate::pty::{self, ChildProc};
-use crate::screen;
 use crate::status;
+use latch_screen as screen;
 
 /// Most output drained from the PTY after the program exits (a background process
 /// that keeps writing cannot hold the exit up forever).

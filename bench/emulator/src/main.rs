@@ -12,7 +12,7 @@
 //! of one full-screen ANSI snapshot of a 50x200 screen of colourful text.
 //!
 //! The alacritty_terminal snapshot is the daemon's own serializer
-//! (`daemon/src/screen.rs`, included below by path), so the figure is what the
+//! (the `latch-screen` crate), so the figure is what the
 //! daemon pays; vt100's is its `contents_formatted`, avt's its `dump`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -48,9 +48,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-#[allow(dead_code, unused_imports)]
-#[path = "../../../daemon/src/screen/emulator.rs"]
-mod emulator;
+use latch_screen as emulator;
 
 const TARGET: usize = 50 * 1000 * 1000;
 const CHUNK: usize = 16 * 1024;

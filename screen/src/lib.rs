@@ -1,4 +1,40 @@
-//! Screen snapshots from the emulator (pure functions over an [`Emulator`]).
+//! latch-screen: a session's terminal screen. alacritty_terminal's grid and escape
+//! parser, the serializers latch's snapshots are made of, and the snapshots
+//! themselves. No IO, no clock, no protocol state: bytes in, screens out.
+//!
+//! Chosen over vt100 by measurement (BENCHMARKS.md, `bench/emulator`): it parses
+//! plain and base64-like output several times faster and holds less memory per
+//! scrollback line. It has no serializer of its own, so this module writes the
+//! repaint and the text captures from its grid.
+//!
+//! `bench/emulator` measures this very crate.
+//!
+//! Terminal queries (DA, DSR, ...) are not answered: the daemon has no terminal of
+//! its own, an attached one answers. Synchronized updates (`CSI ? 2026 h`) are not
+//! buffered by the parser.
+//!
+//! **Output is applied lazily.** [`Emulator::push`] only queues bytes; every method
+//! that reads the terminal ([`formatted`](Emulator::formatted), [`plain`](Emulator::plain),
+//! [`cursor`](Emulator::cursor), ...) and [`resize`](Emulator::resize) first applies
+//! everything queued, so what they see reflects exactly the bytes pushed before them.
+//! The daemon applies the queue when the program goes quiet, and whenever it grows
+//! past a threshold. Then, under a flood, most of it need not be parsed at all:
+//!
+//! **Fast-forward.** Plain text (UTF-8 without control characters other than CR, LF
+//! and TAB, and complete SGR sequences) only writes cells, moves the cursor and
+//! changes the pen. If such a run holds more line feeds than the scrollback plus the
+//! screen can show, with the scroll region at its default (full screen), everything
+//! it wrote before its last `scrollback + rows + 2` lines scrolls out of the
+//! scrollback whether it was parsed or not. So that part is dropped unparsed except
+//! its SGR sequences from the last reset on (which set the pen the rest is drawn
+//! with); the rest is parsed as usual. The resulting screen, scrollback, cursor and
+//! pen are the ones full parsing gives. A small scanner (`Scan`) follows the escape
+//! state across pushes to know where such runs start: never inside an escape
+//! sequence, never while a scroll region may be set.
+//!
+//! ## Snapshots
+//!
+//! Pure functions over an [`Emulator`]:
 //!
 //! | request              | bytes                                                        |
 //! |----------------------|--------------------------------------------------------------|
@@ -12,9 +48,14 @@
 //! `full`) keeps its newest lines and drops the oldest.
 
 mod emulator;
+#[cfg(test)]
+mod emulator_tests;
+mod scan;
+mod serialize;
+
+pub use emulator::{Emulator, NoSync};
 
 use bytes::Bytes;
-pub(crate) use emulator::Emulator;
 use latch_wire::limits::MAX_SERVER_FRAME;
 
 /// Room left in a SCREEN frame for the frame's own header and length varint.
@@ -24,12 +65,12 @@ const SCREEN_MAX: usize = MAX_SERVER_FRAME - 64;
 const RESET: &str = "\x1b[m";
 
 /// The ATTACH snapshot: repaints a terminal exactly (clear, cells, cursor).
-pub(crate) fn attach_snapshot(term: &mut Emulator) -> Bytes {
+pub fn attach_snapshot(term: &mut Emulator) -> Bytes {
     Bytes::from(term.formatted())
 }
 
 /// The PEEK snapshot (see the module table).
-pub(crate) fn peek_snapshot(term: &mut Emulator, plain: bool, full: bool) -> Bytes {
+pub fn peek_snapshot(term: &mut Emulator, plain: bool, full: bool) -> Bytes {
     let text = match (plain, full) {
         (false, false) => return Bytes::from(term.formatted()),
         (true, full) => term.plain(full),

@@ -1,0 +1,229 @@
+//! The emulator wrapper: alacritty_terminal's grid and parser behind a lazy output
+//! queue with fast-forward (crate docs).
+
+use std::time::Duration;
+
+use alacritty_terminal::event::VoidListener;
+use alacritty_terminal::grid::Dimensions;
+use alacritty_terminal::term::{Config, Term};
+use alacritty_terminal::vte::ansi::{Processor, Timeout};
+
+use crate::scan::{nth_line_from_end, pen_sgrs, Scan};
+
+/// The smallest grid alacritty_terminal supports (a wide character needs two columns).
+const MIN_COLUMNS: u16 = 2;
+
+/// Never starts a synchronized-update buffer (see the module docs).
+#[derive(Debug, Default)]
+pub struct NoSync;
+
+impl Timeout for NoSync {
+    fn set_timeout(&mut self, _: Duration) {}
+    fn clear_timeout(&mut self) {}
+    fn pending_timeout(&self) -> bool {
+        false
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Size {
+    rows: usize,
+    cols: usize,
+}
+
+impl Size {
+    fn new(rows: u16, cols: u16) -> Self {
+        Self {
+            rows: usize::from(rows.max(1)),
+            cols: usize::from(cols.max(MIN_COLUMNS)),
+        }
+    }
+}
+
+impl Dimensions for Size {
+    fn total_lines(&self) -> usize {
+        self.rows
+    }
+    fn screen_lines(&self) -> usize {
+        self.rows
+    }
+    fn columns(&self) -> usize {
+        self.cols
+    }
+}
+
+/// Queued output beyond which [`Emulator::push`] applies the queue (fast-forwarding
+/// what it can): the floor and ceiling of that limit, whatever the scrollback.
+const QUEUE_MIN: usize = 1 << 20;
+const QUEUE_MAX: usize = 16 << 20;
+
+/// Screen, scrollback (capped), cursor and pen of one session's terminal.
+pub struct Emulator {
+    pub(crate) term: Term<VoidListener>,
+    pub(crate) parser: Processor<NoSync>,
+    /// Lines kept above the screen at most.
+    pub(crate) scrollback: usize,
+    /// Output pushed but not applied yet, in order.
+    pub(crate) queue: Vec<u8>,
+    /// The scanner's state at the start of `queue`.
+    pub(crate) scan: Scan,
+    /// Bytes dropped unparsed by fast-forward, for the benchmarks and the log.
+    pub(crate) skipped: u64,
+    /// The queue length that triggers fast-forward: four times what the last one
+    /// kept (so each byte is scanned about 1.3 times), within `QUEUE_MIN..QUEUE_MAX`.
+    pub(crate) limit: usize,
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let grid = self.term.grid();
+        f.debug_struct("Emulator")
+            .field("rows", &grid.screen_lines())
+            .field("cols", &grid.columns())
+            .field("history", &grid.history_size())
+            .finish()
+    }
+}
+
+impl Emulator {
+    /// A blank `rows` x `cols` terminal keeping at most `scrollback` lines above the
+    /// screen.
+    pub fn new(rows: u16, cols: u16, scrollback: usize) -> Self {
+        let config = Config {
+            scrolling_history: scrollback,
+            ..Config::default()
+        };
+        Self {
+            term: Term::new(config, &Size::new(rows, cols), VoidListener),
+            parser: Processor::new(),
+            scrollback,
+            queue: Vec::new(),
+            scan: Scan::default(),
+            skipped: 0,
+            limit: QUEUE_MIN,
+        }
+    }
+
+    /// Applies program output at once.
+    pub fn process(&mut self, bytes: &[u8]) {
+        self.push(bytes);
+        self.flush();
+    }
+
+    /// Queues program output; applies the queue once it passes the threshold (see
+    /// the module docs).
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.queue.extend_from_slice(bytes);
+        if self.queue.len() >= self.limit {
+            self.fast_forward();
+        }
+    }
+
+    /// Bytes queued and not applied yet.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Bytes dropped unparsed so far by fast-forward.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Applies everything queued.
+    pub fn flush(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        self.scan.run(&self.queue);
+        self.parser.advance(&mut self.term, &self.queue);
+        self.queue.clear();
+        if self.queue.capacity() > QUEUE_MIN {
+            self.queue.shrink_to(64 * 1024);
+        }
+    }
+
+    /// Line feeds a skippable run must keep: they push everything before them out.
+    fn keep_lines(&self) -> usize {
+        self.scrollback
+            .saturating_add(self.term.grid().screen_lines())
+            .saturating_add(2)
+    }
+
+    /// Applies the queue, dropping unparsed whatever a long plain-text run at its end
+    /// makes invisible (module docs). Keeps the run's last `keep_lines` lines queued.
+    fn fast_forward(&mut self) {
+        let mut scan = self.scan;
+        let run = scan.run(&self.queue);
+        let keep = self.keep_lines();
+        let cut = run.and_then(|(start, end)| {
+            let text = self.queue.get(start..end)?;
+            nth_line_from_end(text, keep).map(|q| (start, start + q))
+        });
+        let Some((start, cut)) = cut else {
+            match run {
+                // A plain run too short yet: apply what precedes it and keep the run
+                // queued until it holds enough lines (up to the ceiling).
+                Some((start, _)) if self.queue.len() < QUEUE_MAX => {
+                    let before = self.queue.get(..start).unwrap_or_default();
+                    self.parser.advance(&mut self.term, before);
+                    self.queue.drain(..start);
+                    self.scan = Scan::default();
+                    self.limit = self
+                        .queue
+                        .len()
+                        .saturating_mul(2)
+                        .clamp(QUEUE_MIN, QUEUE_MAX);
+                }
+                _ => {
+                    self.flush();
+                    self.limit = QUEUE_MIN;
+                }
+            }
+            return;
+        };
+        let (before, rest) = self.queue.split_at(start);
+        self.parser.advance(&mut self.term, before);
+        let dropped = rest.get(..cut - start).unwrap_or_default();
+        for sgr in pen_sgrs(dropped) {
+            self.parser.advance(&mut self.term, sgr);
+        }
+        self.skipped += dropped.len() as u64;
+        self.queue.drain(..cut);
+        // The run is plain text: ground state, default scroll region, at its start
+        // and so at the cut.
+        self.scan = Scan::default();
+        let kept = self.queue.len();
+        if kept > QUEUE_MAX / 4 {
+            // Lines too long to keep that many of: parse them.
+            self.flush();
+            self.limit = QUEUE_MIN;
+        } else {
+            self.limit = kept.saturating_mul(4).clamp(QUEUE_MIN, QUEUE_MAX);
+        }
+    }
+
+    /// Resizes the screen (lines reflow as in alacritty).
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        self.flush();
+        self.term.resize(Size::new(rows, cols));
+        // Resizing resets the scroll region.
+        self.scan.region = false;
+    }
+
+    /// The cursor, 0-based (row, col), top-left is (0, 0).
+    pub fn cursor(&mut self) -> (u16, u16) {
+        self.flush();
+        let p = self.term.grid().cursor.point;
+        (
+            u16::try_from(p.line.0).unwrap_or(0),
+            u16::try_from(p.column.0).unwrap_or(u16::MAX),
+        )
+    }
+
+    /// Lines kept above the screen.
+    #[cfg(test)]
+    pub fn history(&mut self) -> usize {
+        self.flush();
+        self.term.grid().history_size()
+    }
+}

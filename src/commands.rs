@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use latch_client::{
     exit, AttachEvent, Client, ClientError, Entry, KillOutcome, MetaPatch, NewSession,
-    SessionStatus, Target,
+    SessionStatus, Target, UnreachableCause,
 };
 use latch_registry::root::resolve_root;
 use latch_wire::{Incarnation, LegacyPolicy, Owner, SessionId};
@@ -571,23 +571,30 @@ fn peek(
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(ClientError::Unreachable(format!(
-                "timed out after {:.1} s waiting for {text:?}",
-                timeout.as_secs_f64()
-            )));
+            return Err(ClientError::unreachable(
+                UnreachableCause::TimedOut,
+                format!(
+                    "timed out after {:.1} s waiting for {text:?}",
+                    timeout.as_secs_f64()
+                ),
+            ));
         }
         reader.set_timeout(Some(left))?;
         match reader.next_event() {
             Ok(AttachEvent::Output(_) | AttachEvent::Screen(_) | AttachEvent::Geometry { .. }) => {}
             Ok(AttachEvent::Exit(_) | AttachEvent::Closed | AttachEvent::Detached) => {
-                return Err(ClientError::Unreachable(format!(
-                    "session ended before {text:?} appeared"
-                )))
+                return Err(ClientError::unreachable(
+                    UnreachableCause::Exited,
+                    format!("session ended before {text:?} appeared"),
+                ))
             }
             Ok(AttachEvent::Error { code, detail }) => {
                 return Err(ClientError::Daemon { code, detail })
             }
-            Err(ClientError::Unreachable(m)) if m.contains("in time") => {}
+            Err(ClientError::Unreachable {
+                cause: UnreachableCause::TimedOut,
+                ..
+            }) => {}
             Err(e) => return Err(e),
         }
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use latch_client::{exit, Client, ClientError};
+use latch_client::{exit, Client, ClientError, UnreachableCause};
 use latch_wire::{Incarnation, SessionId, SessionRef};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
@@ -125,7 +125,7 @@ fn fresh(client: &Client, s: &mut Stream) -> Result<Vec<Value>, ClientError> {
     let lines = client
         .registry()
         .read_event_lines(&s.id)
-        .map_err(|e| ClientError::Unreachable(e.to_string()))?;
+        .map_err(|e| ClientError::unreachable(UnreachableCause::Io, e.to_string()))?;
     let start = match &s.last {
         None => 0,
         Some(last) => lines.iter().rposition(|l| l == last).map_or(0, |p| p + 1),
@@ -194,11 +194,14 @@ pub fn run(
         let ms = if wait.is_some() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(ClientError::Unreachable(format!(
-                    "no {} event within {:.1} s",
-                    wait.unwrap_or("?"),
-                    timeout.as_secs_f64()
-                )));
+                return Err(ClientError::unreachable(
+                    UnreachableCause::TimedOut,
+                    format!(
+                        "no {} event within {:.1} s",
+                        wait.unwrap_or("?"),
+                        timeout.as_secs_f64()
+                    ),
+                ));
             }
             PollTimeout::from(u16::try_from(left.as_millis()).unwrap_or(u16::MAX))
         } else {

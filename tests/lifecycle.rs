@@ -71,7 +71,10 @@ fn sigkilled_daemon_is_vanished_then_collected_and_the_id_reusable() {
     // A bound connection's client gets a clear error.
     let err = held.peek(true, false).unwrap_err();
     assert!(
-        matches!(err, latch_client::ClientError::Unreachable(_)),
+        matches!(
+            err.unreachable_cause(),
+            Some(latch_client::UnreachableCause::Closed | latch_client::UnreachableCause::Io)
+        ),
         "{err:?}"
     );
 

@@ -176,7 +176,7 @@ fn owner_preconditions_never_reach_a_replacement_owned_by_another_project() {
                     ClientError::NotOwner { .. }
                     | ClientError::Replaced { .. }
                     | ClientError::NotFound(_)
-                    | ClientError::Unreachable(_)
+                    | ClientError::Unreachable { .. }
                     | ClientError::Busy(_),
                 ) => refused += 1,
                 Err(e) => panic!("round {round}: unexpected error {e}"),

@@ -104,7 +104,7 @@ fn operations_aimed_at_a_never_touch_its_replacement() {
                 Err(
                     ClientError::Replaced { .. }
                     | ClientError::NotFound(_)
-                    | ClientError::Unreachable(_)
+                    | ClientError::Unreachable { .. }
                     | ClientError::Busy(_),
                 ) => refused += 1,
                 Err(e) => panic!("round {round}: unexpected error {e}"),

@@ -13,7 +13,7 @@ use latch_wire::{
     StatusReply,
 };
 
-use crate::error::ClientError;
+use crate::error::{ClientError, Mismatch, UnreachableCause};
 
 /// Time allowed for connect + HELLO + BIND, and for each request's answer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,41 +36,44 @@ pub struct FrameWriter {
     out: BytesMut,
 }
 
-/// What to do about a daemon that does not speak this client's protocol.
-const UPGRADE_HINT: &str =
-    "restart the session with this latch (latch restart) to upgrade its daemon, \
-     or use the latch that started it";
-
 /// Maps a framing error; `buf` holds the unread bytes (the peer's answer, for
 /// `BadOpening`), `first` whether no frame has been read yet on this connection.
 fn frame_err(e: FrameError, buf: &[u8], first: bool) -> ClientError {
     match e {
-        FrameError::LegacyPeer(_) => ClientError::Protocol(format!(
-            "{e}; the daemon is older than this client: {UPGRADE_HINT}"
-        )),
+        FrameError::LegacyPeer(_) => ClientError::protocol(
+            Mismatch::LegacyPeer,
+            format!("{e}; the daemon is older than this client"),
+        ),
         FrameError::BadOpening => {
             let shown: Vec<String> = buf.iter().take(8).map(|b| format!("{b:02x}")).collect();
-            ClientError::Protocol(format!(
-                "the peer's answer is neither latch protocol nor the legacy pty framing \
-                 (first bytes {}): something other than a latch daemon listens on the \
-                 session's socket; nothing was sent beyond HELLO; {UPGRADE_HINT}",
-                shown.join(" ")
-            ))
+            ClientError::protocol(
+                Mismatch::NotLatch,
+                format!(
+                    "the peer's answer is neither latch protocol nor the legacy pty framing \
+                     (first bytes {}): something other than a latch daemon listens on the \
+                     session's socket; nothing was sent beyond HELLO",
+                    shown.join(" ")
+                ),
+            )
         }
-        other if first => ClientError::Protocol(format!(
-            "the daemon's first frame is invalid ({other}): it does not speak latch protocol \
-             as this client does; {UPGRADE_HINT}"
-        )),
-        other => ClientError::Protocol(other.to_string()),
+        other if first => ClientError::protocol(
+            Mismatch::NotLatch,
+            format!(
+                "the daemon's first frame is invalid ({other}): it does not speak latch \
+                 protocol as this client does"
+            ),
+        ),
+        other => ClientError::protocol(Mismatch::BadFrame, other.to_string()),
     }
 }
 
 fn io_err(context: &str, e: io::Error) -> ClientError {
     match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-            ClientError::Unreachable(format!("{context}: the daemon did not answer in time"))
-        }
-        _ => ClientError::Unreachable(format!("{context}: {e}")),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::unreachable(
+            UnreachableCause::TimedOut,
+            format!("{context}: the daemon did not answer in time"),
+        ),
+        _ => ClientError::unreachable(UnreachableCause::Io, format!("{context}: {e}")),
     }
 }
 
@@ -94,24 +97,29 @@ impl FrameReader {
                 // refuses it and closes with the rest of HELLO unread: on a Unix socket
                 // that reaches us as a reset, not EOF (SPEC.md §6). Same as EOF here.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset && !self.codec.answered() => {
-                    return Err(ClientError::Protocol(format!(
+                    return Err(ClientError::protocol(
+                        Mismatch::NoAnswer,
                         "the daemon reset the connection without answering latch protocol 2; \
-                         it may be an older daemon: {UPGRADE_HINT}"
-                    )));
+                         it may be an older daemon",
+                    ));
                 }
                 Err(e) => return Err(io_err("read", e)),
             };
             if n == 0 {
                 if !self.codec.answered() {
-                    return Err(ClientError::Protocol(format!(
+                    return Err(ClientError::protocol(
+                        Mismatch::NoAnswer,
                         "the daemon closed the connection without answering latch protocol 2; \
-                         it may be an older daemon: {UPGRADE_HINT}"
-                    )));
+                         it may be an older daemon",
+                    ));
                 }
                 if self.buf.is_empty() {
                     return Ok(None);
                 }
-                return Err(ClientError::Protocol("connection closed mid-frame".into()));
+                return Err(ClientError::protocol(
+                    Mismatch::BadFrame,
+                    "connection closed mid-frame",
+                ));
             }
             self.buf.extend_from_slice(&chunk[..n]);
         }
@@ -149,8 +157,12 @@ pub struct Connection {
 /// Checks that the peer of `stream` runs as our effective uid (BRIEF.md invariant 9).
 fn check_peer_uid(stream: &UnixStream) -> Result<(), ClientError> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    let cred = getsockopt(stream, PeerCredentials)
-        .map_err(|e| ClientError::Unreachable(format!("cannot read peer credentials: {e}")))?;
+    let cred = getsockopt(stream, PeerCredentials).map_err(|e| {
+        ClientError::unreachable(
+            UnreachableCause::Io,
+            format!("cannot read peer credentials: {e}"),
+        )
+    })?;
     let me = nix::unistd::geteuid().as_raw();
     if cred.uid() != me {
         return Err(ClientError::Refused(format!(
@@ -165,10 +177,14 @@ impl Connection {
     /// Connects to the socket at `path` and negotiates a version.
     pub fn open(path: &Path, timeout: Duration) -> Result<Self, ClientError> {
         let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
-                ClientError::Unreachable(format!("no daemon listening at {}: {e}", path.display()))
-            }
-            _ => ClientError::Unreachable(format!("connect {}: {e}", path.display())),
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => ClientError::unreachable(
+                UnreachableCause::NotListening,
+                format!("no daemon listening at {}: {e}", path.display()),
+            ),
+            _ => ClientError::unreachable(
+                UnreachableCause::Io,
+                format!("connect {}: {e}", path.display()),
+            ),
         })?;
         Self::over(stream, timeout)
     }
@@ -206,8 +222,9 @@ impl Connection {
             (Ok(()), read) => read?,
         };
         let answer = answer.ok_or_else(|| {
-            ClientError::Protocol(
-                "the daemon closed the connection instead of answering HELLO".into(),
+            ClientError::protocol(
+                Mismatch::NoAnswer,
+                "the daemon closed the connection instead of answering HELLO",
             )
         })?;
         let negotiated = hs.on_welcome(answer).map_err(handshake_err)?;
@@ -237,18 +254,19 @@ impl Connection {
         let hs = ClientHandshake::default();
         self.writer.write_frame(&hs.bind(target))?;
         let answer = self.reader.read_frame()?.ok_or_else(|| {
-            ClientError::Unreachable("the daemon closed the connection during BIND".into())
+            ClientError::unreachable(
+                UnreachableCause::Closed,
+                "the daemon closed the connection during BIND",
+            )
         })?;
         hs.on_bound(target, answer).map_err(|e| match e {
             HandshakeError::Refused {
                 code: ErrorCode::IncarnationMismatch | ErrorCode::IdMismatch,
                 ..
             }
-            | HandshakeError::WrongBinding => ClientError::Replaced {
-                id: target.id.clone(),
-                expected: target.incarnation,
-                actual: None,
-            },
+            | HandshakeError::WrongBinding => {
+                ClientError::replaced(&target.id, target.incarnation, None)
+            }
             other => handshake_err(other),
         })?;
         Ok(Bound {
@@ -261,8 +279,9 @@ impl Connection {
         match self.reader.read_frame()? {
             Some(ServerFrame::Error { code, detail }) => Err(ClientError::Daemon { code, detail }),
             Some(f) => Ok(f),
-            None => Err(ClientError::Unreachable(
-                "the daemon closed the connection".into(),
+            None => Err(ClientError::unreachable(
+                UnreachableCause::Closed,
+                "the daemon closed the connection",
             )),
         }
     }
@@ -270,22 +289,27 @@ impl Connection {
 
 fn handshake_err(e: HandshakeError) -> ClientError {
     match e {
-        HandshakeError::Downgrade { .. } => ClientError::Protocol(format!(
-            "{e}; refused (no downgrade), nothing was sent beyond HELLO; {UPGRADE_HINT}"
-        )),
+        HandshakeError::Downgrade { .. } => ClientError::protocol(
+            Mismatch::Version,
+            format!("{e}; refused (no downgrade), nothing was sent beyond HELLO"),
+        ),
         HandshakeError::Refused {
             code: ErrorCode::VersionUnsupported,
             detail,
-        } => ClientError::Protocol(format!(
-            "no common protocol version ({detail}); {UPGRADE_HINT}"
-        )),
+        } => ClientError::protocol(
+            Mismatch::Version,
+            format!("no common protocol version ({detail})"),
+        ),
         HandshakeError::Refused { code, detail } => ClientError::Daemon { code, detail },
-        other => ClientError::Protocol(format!("{other}; {UPGRADE_HINT}")),
+        other => ClientError::protocol(Mismatch::NotLatch, other.to_string()),
     }
 }
 
 fn unexpected(f: &ServerFrame) -> ClientError {
-    ClientError::Protocol(format!("unexpected frame from the daemon: {f:?}"))
+    ClientError::protocol(
+        Mismatch::BadFrame,
+        format!("unexpected frame from the daemon: {f:?}"),
+    )
 }
 
 /// A connection bound to exactly one session creation: effects are allowed.
@@ -373,10 +397,11 @@ impl Bound {
             match self.conn.reader.read_frame() {
                 Ok(None) => return Ok(true),
                 Ok(Some(_)) => continue,
-                Err(ClientError::Unreachable(m)) if m.contains("did not answer in time") => {
-                    return Ok(false)
-                }
-                Err(ClientError::Unreachable(_)) => return Ok(true),
+                Err(ClientError::Unreachable {
+                    cause: UnreachableCause::TimedOut,
+                    ..
+                }) => return Ok(false),
+                Err(ClientError::Unreachable { .. }) => return Ok(true),
                 Err(e) => return Err(e),
             }
         }

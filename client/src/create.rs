@@ -12,7 +12,8 @@ use latch_registry::{CreateSpec, ReadyMessage, Registry};
 use latch_wire::{Incarnation, Owner, SessionId};
 use serde::Serialize;
 
-use crate::error::ClientError;
+use crate::error::{ClientError, UnreachableCause};
+use latch_registry::spec::FailureKind;
 
 /// How long `create` waits for the daemon's readiness line.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -106,11 +107,9 @@ pub(crate) fn spawn_daemon(
             created_at_ms,
             owner: spec.owner.clone(),
         }),
-        ReadyMessage::Failed { kind, message } => Err(match kind.as_str() {
-            "exists" => ClientError::Exists(spec.id.clone()),
-            "busy" => ClientError::Busy(message),
-            "invalid" => ClientError::Usage(message),
-            _ => ClientError::Other(message),
+        ReadyMessage::Failed { kind, message } => Err(match kind {
+            FailureKind::Exists => ClientError::Exists(spec.id.clone()),
+            kind => ClientError::Create { kind, message },
         }),
     }
 }
@@ -128,8 +127,9 @@ fn read_line_with_deadline(
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(ClientError::Unreachable(
-                "the new daemon did not report ready in time".into(),
+            return Err(ClientError::unreachable(
+                UnreachableCause::TimedOut,
+                "the new daemon did not report ready in time",
             ));
         }
         let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);

@@ -2,8 +2,61 @@
 
 use std::fmt;
 
+use latch_registry::spec::FailureKind;
 use latch_registry::RegistryError;
 use latch_wire::{ErrorCode, Incarnation, Owner, SessionId};
+
+/// What to do about a daemon that speaks another protocol, appended once to every
+/// protocol mismatch that calls for it.
+const UPGRADE_HINT: &str =
+    "restart the session with this latch (latch restart) to upgrade its daemon, \
+     or use the latch that started it";
+
+/// Why a daemon could not be reached, or a read degraded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnreachableCause {
+    /// Nothing listens on the session's socket.
+    NotListening,
+    /// The daemon (or a new daemon's readiness line) did not answer in time.
+    TimedOut,
+    /// The daemon closed the connection.
+    Closed,
+    /// The session's program has exited; its daemon is gone or finishing.
+    Exited,
+    /// The session's daemon is gone without recording an exit (vanished).
+    Vanished,
+    /// A record, receipt or events file exists but cannot be read.
+    Degraded,
+    /// A process named in the record cannot be proven, or signalled.
+    Unprovable,
+    /// Another IO failure on the connection.
+    Io,
+}
+
+/// What a client found instead of a daemon speaking its protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// A daemon answering in the older `pty` framing (SPEC.md §6).
+    LegacyPeer,
+    /// Something that is neither latch protocol nor the legacy framing.
+    NotLatch,
+    /// The peer closed or reset the connection without answering HELLO.
+    NoAnswer,
+    /// No common protocol version, or an answer below the version asked (no
+    /// downgrade).
+    Version,
+    /// A frame that does not decode, or one the protocol does not allow here.
+    BadFrame,
+}
+
+impl Mismatch {
+    /// Whether restarting the session with this latch would help.
+    fn hints_upgrade(self) -> bool {
+        !matches!(self, Self::BadFrame)
+    }
+}
 
 /// Exit codes shared by the library and the CLI.
 pub mod exit {
@@ -68,9 +121,19 @@ pub enum ClientError {
     /// Busy: a lock held elsewhere, or the session is draining.
     Busy(String),
     /// The daemon could not be reached, or a read degraded (corrupt record, timeout).
-    Unreachable(String),
+    Unreachable {
+        /// Why.
+        cause: UnreachableCause,
+        /// What happened, for a person.
+        detail: String,
+    },
     /// The peer does not speak a compatible protocol.
-    Protocol(String),
+    Protocol {
+        /// What was found instead.
+        found: Mismatch,
+        /// What happened, for a person (the upgrade hint is added by `Display`).
+        detail: String,
+    },
     /// Refused: permission, policy, or an unsafe registry.
     Refused(String),
     /// A session with this id already exists.
@@ -82,11 +145,53 @@ pub enum ClientError {
         /// The daemon's detail.
         detail: String,
     },
+    /// The new session's daemon reported that creation failed; nothing was left.
+    Create {
+        /// Why, as the readiness line says.
+        kind: FailureKind,
+        /// What went wrong, for a person.
+        message: String,
+    },
+    /// A registry operation failed (the source is kept).
+    Registry(RegistryError),
     /// Anything else.
     Other(String),
 }
 
 impl ClientError {
+    /// A daemon could not be reached, or a read degraded.
+    pub fn unreachable(cause: UnreachableCause, detail: impl Into<String>) -> Self {
+        Self::Unreachable {
+            cause,
+            detail: detail.into(),
+        }
+    }
+
+    /// The peer does not speak a compatible protocol.
+    pub fn protocol(found: Mismatch, detail: impl Into<String>) -> Self {
+        Self::Protocol {
+            found,
+            detail: detail.into(),
+        }
+    }
+
+    /// `id` no longer names the creation `expected`; `actual` is what it names now.
+    pub fn replaced(id: &SessionId, expected: Incarnation, actual: Option<Incarnation>) -> Self {
+        Self::Replaced {
+            id: id.clone(),
+            expected,
+            actual,
+        }
+    }
+
+    /// Why a daemon could not be reached, if that is what happened.
+    pub fn unreachable_cause(&self) -> Option<UnreachableCause> {
+        match self {
+            Self::Unreachable { cause, .. } => Some(*cause),
+            _ => None,
+        }
+    }
+
     /// The exit code the CLI uses for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -96,10 +201,26 @@ impl ClientError {
             Self::NotOwner { .. } => exit::NOT_OWNER,
             Self::Ambiguous { .. } => exit::AMBIGUOUS,
             Self::Busy(_) => exit::BUSY,
-            Self::Unreachable(_) => exit::UNREACHABLE,
-            Self::Protocol(_) => exit::PROTOCOL,
+            Self::Unreachable { .. } => exit::UNREACHABLE,
+            Self::Protocol { .. } => exit::PROTOCOL,
             Self::Refused(_) => exit::REFUSED,
             Self::Exists(_) | Self::Other(_) => exit::OTHER,
+            Self::Create { kind, .. } => match kind {
+                FailureKind::Exists => exit::OTHER,
+                FailureKind::Busy => exit::BUSY,
+                FailureKind::Invalid => exit::USAGE,
+                FailureKind::Refused => exit::REFUSED,
+                _ => exit::OTHER,
+            },
+            Self::Registry(e) => match e {
+                RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => exit::REFUSED,
+                RegistryError::Busy { .. } => exit::BUSY,
+                RegistryError::Corrupt { .. } => exit::UNREACHABLE,
+                RegistryError::IdTooLongForSocket { .. } | RegistryError::ReservedId { .. } => {
+                    exit::USAGE
+                }
+                _ => exit::OTHER,
+            },
             Self::Daemon { code, .. } => match code {
                 ErrorCode::IncarnationMismatch | ErrorCode::IdMismatch => exit::REPLACED,
                 // The session cannot take this now; trying again later may work.
@@ -128,10 +249,26 @@ impl ClientError {
             Self::NotOwner { .. } => "not-owner",
             Self::Ambiguous { .. } => "ambiguous",
             Self::Busy(_) => "busy",
-            Self::Unreachable(_) => "unreachable",
-            Self::Protocol(_) => "protocol",
+            Self::Unreachable { .. } => "unreachable",
+            Self::Protocol { .. } => "protocol",
             Self::Refused(_) => "refused",
             Self::Exists(_) => "exists",
+            Self::Create { kind, .. } => match kind {
+                FailureKind::Exists => "exists",
+                FailureKind::Busy => "busy",
+                FailureKind::Invalid => "usage",
+                FailureKind::Refused => "refused",
+                _ => "other",
+            },
+            Self::Registry(e) => match e {
+                RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => "refused",
+                RegistryError::Busy { .. } => "busy",
+                RegistryError::Corrupt { .. } => "unreachable",
+                RegistryError::IdTooLongForSocket { .. } | RegistryError::ReservedId { .. } => {
+                    "usage"
+                }
+                _ => "other",
+            },
             Self::Daemon { code, .. } => code.name(),
             Self::Other(_) => "other",
         }
@@ -184,8 +321,23 @@ impl fmt::Display for ClientError {
                 )
             }
             Self::Busy(m) => write!(f, "busy: {m}"),
-            Self::Unreachable(m) => write!(f, "unreachable: {m}"),
-            Self::Protocol(m) => write!(f, "protocol mismatch: {m}"),
+            Self::Unreachable { detail, .. } => write!(f, "unreachable: {detail}"),
+            Self::Protocol { found, detail } => {
+                write!(f, "protocol mismatch: {detail}")?;
+                if found.hints_upgrade() {
+                    write!(f, "; {UPGRADE_HINT}")?;
+                }
+                Ok(())
+            }
+            Self::Create { message, .. } => f.write_str(message),
+            Self::Registry(e) => match e {
+                RegistryError::Busy { .. } => write!(f, "busy: {e}"),
+                RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => {
+                    write!(f, "refused: {e}")
+                }
+                RegistryError::Corrupt { .. } => write!(f, "unreachable: {e}"),
+                _ => write!(f, "{e}"),
+            },
             Self::Refused(m) => write!(f, "refused: {m}"),
             Self::Exists(id) => write!(
                 f,
@@ -196,21 +348,17 @@ impl fmt::Display for ClientError {
     }
 }
 
-impl std::error::Error for ClientError {}
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Registry(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<RegistryError> for ClientError {
     fn from(e: RegistryError) -> Self {
-        let msg = e.to_string();
-        match e {
-            RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => {
-                Self::Refused(msg)
-            }
-            RegistryError::Busy { .. } => Self::Busy(msg),
-            RegistryError::Corrupt { .. } => Self::Unreachable(msg),
-            RegistryError::IdTooLongForSocket { .. } | RegistryError::ReservedId { .. } => {
-                Self::Usage(msg)
-            }
-            _ => Self::Other(msg),
-        }
+        Self::Registry(e)
     }
 }

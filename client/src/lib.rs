@@ -20,7 +20,7 @@ pub mod session;
 
 pub use conn::{AttachEvent, AttachReader, AttachWriter, Attached, Bound, Connection};
 pub use create::Created;
-pub use error::{exit, ClientError};
+pub use error::{exit, ClientError, Mismatch, UnreachableCause};
 pub use lifecycle::{GcOptions, GcReport};
 pub use meta::{MetaPatch, Patched};
 pub use names::{validate_display_name, NameError};

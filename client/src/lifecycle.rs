@@ -378,17 +378,9 @@ impl Client {
         let lock = reg.lock(&id, DEFAULT_LOCK_WAIT)?;
         let mut record = client
             .read_checked(&id)?
-            .ok_or_else(|| ClientError::Replaced {
-                id: id.clone(),
-                expected: inc,
-                actual: None,
-            })?;
+            .ok_or_else(|| ClientError::replaced(&id, inc, None))?;
         if !record.incarnation.ct_eq(&inc) {
-            return Err(ClientError::Replaced {
-                id,
-                expected: inc,
-                actual: Some(record.incarnation),
-            });
+            return Err(ClientError::replaced(&id, inc, Some(record.incarnation)));
         }
         let old = std::mem::replace(&mut record.command, command.to_vec());
         reg.write_record(&lock, &record)?;
@@ -416,7 +408,7 @@ impl Client {
                 // upgraded, so end the program through its proven identity (pidfd,
                 // start time, boot id, under the lock while the record still holds
                 // this incarnation) and follow its daemon to the end.
-                Err(ClientError::Protocol(_)) => {
+                Err(ClientError::Protocol { .. }) => {
                     self.signal_proven_child(session, libc::SIGTERM)?;
                     if self.wait_daemon_gone(session, grace)? == KillOutcome::TimedOut {
                         self.signal_proven_child(session, libc::SIGKILL)?;
@@ -457,7 +449,7 @@ fn skip_report(mut r: GcReport, why: &str) -> GcReport {
 
 fn gc_reason(e: &ClientError) -> String {
     match e {
-        ClientError::Busy(_) => "busy".into(),
+        ClientError::Busy(_) | ClientError::Registry(RegistryError::Busy { .. }) => "busy".into(),
         ClientError::Replaced { .. } | ClientError::NotFound(_) => "changed-since-observed".into(),
         ClientError::NotOwner { .. } => "not-owner".into(),
         other => other.to_string(),

@@ -154,11 +154,7 @@ impl Client {
             .ok_or_else(|| ClientError::NotFound(id.to_string()))?;
         if let Some(want) = expect {
             if !want.ct_eq(&record.incarnation) {
-                return Err(ClientError::Replaced {
-                    id: id.clone(),
-                    expected: *want,
-                    actual: Some(record.incarnation),
-                });
+                return Err(ClientError::replaced(id, *want, Some(record.incarnation)));
             }
         }
         // The owner precondition, in the same critical section (SPEC.md §9.11).

@@ -8,7 +8,7 @@ use latch_wire::{Incarnation, Owner, SessionId, SessionRef};
 use serde::{Deserialize, Serialize};
 
 use crate::create::Created;
-use crate::error::ClientError;
+use crate::error::{ClientError, UnreachableCause};
 use crate::session::{derive_status, Client, SessionStatus};
 
 /// Receipt format version.
@@ -46,17 +46,26 @@ impl Receipt {
     /// Reads and parses a receipt file.
     pub fn load(path: &Path) -> Result<Self, ClientError> {
         let bytes = std::fs::read(path).map_err(|e| {
-            ClientError::Unreachable(format!("receipt {} is unreadable: {e}", path.display()))
+            ClientError::unreachable(
+                UnreachableCause::Degraded,
+                format!("receipt {} is unreadable: {e}", path.display()),
+            )
         })?;
         let r: Receipt = serde_json::from_slice(&bytes).map_err(|e| {
-            ClientError::Unreachable(format!("receipt {} is unreadable: {e}", path.display()))
+            ClientError::unreachable(
+                UnreachableCause::Degraded,
+                format!("receipt {} is unreadable: {e}", path.display()),
+            )
         })?;
         if r.version != RECEIPT_VERSION {
-            return Err(ClientError::Unreachable(format!(
-                "receipt {} has unknown version {}",
-                path.display(),
-                r.version
-            )));
+            return Err(ClientError::unreachable(
+                UnreachableCause::Degraded,
+                format!(
+                    "receipt {} has unknown version {}",
+                    path.display(),
+                    r.version
+                ),
+            ));
         }
         Ok(r)
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::conn::{Bound, Connection, DEFAULT_TIMEOUT};
 use crate::create::{spawn_daemon, Created};
-use crate::error::ClientError;
+use crate::error::{ClientError, UnreachableCause};
 use crate::names::validate_display_name;
 
 /// A session's derived status (never stored).
@@ -283,17 +283,13 @@ impl Client {
     pub fn read_expecting(&self, session: &SessionRef) -> Result<Record, ClientError> {
         let record = self
             .read_checked(&session.id)?
-            .ok_or_else(|| ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: None,
-            })?;
+            .ok_or_else(|| ClientError::replaced(&session.id, session.incarnation, None))?;
         if !record.incarnation.ct_eq(&session.incarnation) {
-            return Err(ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(record.incarnation),
-            });
+            return Err(ClientError::replaced(
+                &session.id,
+                session.incarnation,
+                Some(record.incarnation),
+            ));
         }
         self.check_owner(&record)?;
         Ok(record)
@@ -305,7 +301,7 @@ impl Client {
     pub fn send(&self, session: &SessionRef, bytes: &[u8]) -> Result<bool, ClientError> {
         match self.connect(session)?.send(bytes) {
             Ok(()) => Ok(true),
-            Err(ClientError::Unreachable(_)) if self.has_exited(session) => Ok(false),
+            Err(ClientError::Unreachable { .. }) if self.has_exited(session) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -324,9 +320,10 @@ impl Client {
     pub fn read_checked(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
         match self.registry.read_record(id) {
             Ok(r) => Ok(r),
-            Err(e @ RegistryError::Corrupt { .. }) => Err(ClientError::Unreachable(format!(
-                "degraded read of session {id}: {e}"
-            ))),
+            Err(e @ RegistryError::Corrupt { .. }) => Err(ClientError::unreachable(
+                UnreachableCause::Degraded,
+                format!("degraded read of session {id}: {e}"),
+            )),
             Err(e) => Err(e.into()),
         }
     }
@@ -343,11 +340,11 @@ impl Client {
         let target = self.resolve_unchecked(reference)?;
         if let Some(want) = expect {
             if !want.ct_eq(&target.session.incarnation) {
-                return Err(ClientError::Replaced {
-                    id: target.session.id,
-                    expected: *want,
-                    actual: Some(target.record.incarnation),
-                });
+                return Err(ClientError::replaced(
+                    &target.session.id,
+                    *want,
+                    Some(target.record.incarnation),
+                ));
             }
         }
         // Early refusal; every act re-checks under its lock or through the daemon.
@@ -362,17 +359,13 @@ impl Client {
                 .map_err(|e| ClientError::Usage(format!("{reference:?}: {e}")))?;
             let record = self
                 .read_checked(&pinned.id)?
-                .ok_or_else(|| ClientError::Replaced {
-                    id: pinned.id.clone(),
-                    expected: pinned.incarnation,
-                    actual: None,
-                })?;
+                .ok_or_else(|| ClientError::replaced(&pinned.id, pinned.incarnation, None))?;
             if !record.incarnation.ct_eq(&pinned.incarnation) {
-                return Err(ClientError::Replaced {
-                    id: pinned.id,
-                    expected: pinned.incarnation,
-                    actual: Some(record.incarnation),
-                });
+                return Err(ClientError::replaced(
+                    &pinned.id,
+                    pinned.incarnation,
+                    Some(record.incarnation),
+                ));
             }
             return Ok(Target {
                 session: pinned,
@@ -409,11 +402,14 @@ impl Client {
                     record,
                 })
             }
-            0 if !degraded.is_empty() => Err(ClientError::Unreachable(format!(
-                "no session {reference:?} among readable records, and {} could not be read: {}",
-                degraded.len(),
-                degraded.join(", ")
-            ))),
+            0 if !degraded.is_empty() => Err(ClientError::unreachable(
+                UnreachableCause::Degraded,
+                format!(
+                    "no session {reference:?} among readable records, and {} could not be read: {}",
+                    degraded.len(),
+                    degraded.join(", ")
+                ),
+            )),
             0 => Err(ClientError::NotFound(format!("{reference:?}"))),
             _ => Err(ClientError::Ambiguous {
                 name: reference.to_owned(),
@@ -448,11 +444,11 @@ impl Client {
         if session.matches(&SessionRef::new(st.id.clone(), st.incarnation)) {
             Ok(())
         } else {
-            Err(ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(st.incarnation),
-            })
+            Err(ClientError::replaced(
+                &session.id,
+                session.incarnation,
+                Some(st.incarnation),
+            ))
         }
     }
 
@@ -461,46 +457,54 @@ impl Client {
     /// says so.
     fn open_to(&self, session: &SessionRef) -> Result<Connection, ClientError> {
         self.connect_unbound(&session.id).map_err(|e| match e {
-            ClientError::Unreachable(m) => self.explain_unreachable(session, m),
+            ClientError::Unreachable { cause, detail } => {
+                self.explain_unreachable(session, cause, detail)
+            }
             // A daemon that closes without answering is either older (legacy) or
             // ending right now; the record tells the two apart.
-            ClientError::Protocol(m) => match self.registry.read_record(&session.id) {
+            ClientError::Protocol { found, detail } => match self.registry.read_record(&session.id)
+            {
                 Ok(Some(r))
                     if derive_status(&r) == SessionStatus::Running
                         && r.incarnation.ct_eq(&session.incarnation) =>
                 {
-                    ClientError::Protocol(m)
+                    ClientError::Protocol { found, detail }
                 }
-                _ => self.explain_unreachable(session, m),
+                _ => self.explain_unreachable(session, UnreachableCause::Closed, detail),
             },
             other => other,
         })
     }
 
-    fn explain_unreachable(&self, session: &SessionRef, detail: String) -> ClientError {
+    fn explain_unreachable(
+        &self,
+        session: &SessionRef,
+        cause: UnreachableCause,
+        detail: String,
+    ) -> ClientError {
         match self.registry.read_record(&session.id) {
-            Ok(Some(r)) if !r.incarnation.ct_eq(&session.incarnation) => ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: Some(r.incarnation),
-            },
+            Ok(Some(r)) if !r.incarnation.ct_eq(&session.incarnation) => {
+                ClientError::replaced(&session.id, session.incarnation, Some(r.incarnation))
+            }
             Ok(Some(r)) => match derive_status(&r) {
-                SessionStatus::Exited { code, signal } => ClientError::Unreachable(format!(
-                    "session {} has exited (code {code:?}, signal {signal:?})",
-                    session.id
-                )),
-                SessionStatus::Vanished => ClientError::Unreachable(format!(
-                    "session {}'s daemon is gone (vanished); `latch rm {}` removes it",
-                    session.id, session.id
-                )),
-                _ => ClientError::Unreachable(detail),
+                SessionStatus::Exited { code, signal } => ClientError::unreachable(
+                    UnreachableCause::Exited,
+                    format!(
+                        "session {} has exited (code {code:?}, signal {signal:?})",
+                        session.id
+                    ),
+                ),
+                SessionStatus::Vanished => ClientError::unreachable(
+                    UnreachableCause::Vanished,
+                    format!(
+                        "session {}'s daemon is gone (vanished); `latch rm {}` removes it",
+                        session.id, session.id
+                    ),
+                ),
+                _ => ClientError::unreachable(cause, detail),
             },
-            Ok(None) => ClientError::Replaced {
-                id: session.id.clone(),
-                expected: session.incarnation,
-                actual: None,
-            },
-            Err(_) => ClientError::Unreachable(detail),
+            Ok(None) => ClientError::replaced(&session.id, session.incarnation, None),
+            Err(_) => ClientError::unreachable(cause, detail),
         }
     }
 
@@ -526,7 +530,7 @@ impl Client {
         self.log_kill_requested(session, signal)?;
         let mut bound = match self.connect(session) {
             Ok(b) => b,
-            Err(ClientError::Unreachable(m)) => {
+            Err(ClientError::Unreachable { detail: m, .. }) => {
                 if self.has_exited(session) {
                     return Ok(KillOutcome::AlreadyExited);
                 }
@@ -572,11 +576,11 @@ impl Client {
             }) => return Ok(KillOutcome::AlreadyExited),
             // The daemon closed while confirming: the session ended under us (its
             // daemon records the exit before closing). Report it only if proven.
-            Err(ClientError::Unreachable(m)) => {
+            Err(e @ ClientError::Unreachable { .. }) => {
                 return if self.has_exited(session) {
                     Ok(KillOutcome::Killed)
                 } else {
-                    Err(ClientError::Unreachable(m))
+                    Err(e)
                 };
             }
             Err(e) => return Err(e),
@@ -613,8 +617,11 @@ impl Client {
                 }
                 return Ok(KillOutcome::AlreadyExited);
             }
-            Err(ClientError::Unreachable(m)) => {
-                return Err(ClientError::Unreachable(format!("{why}; and {m}")))
+            Err(ClientError::Unreachable { cause, detail }) => {
+                return Err(ClientError::unreachable(
+                    cause,
+                    format!("{why}; and {detail}"),
+                ))
             }
             Err(e) => return Err(e),
         }
@@ -640,10 +647,13 @@ impl Client {
             Ok(fd) => fd,
             Err(ProofError::Gone) => return Ok(false),
             Err(e) => {
-                return Err(ClientError::Unreachable(format!(
-                    "cannot prove session {}'s program: {e}; not signalled",
-                    session.id
-                )))
+                return Err(ClientError::unreachable(
+                    UnreachableCause::Unprovable,
+                    format!(
+                        "cannot prove session {}'s program: {e}; not signalled",
+                        session.id
+                    ),
+                ))
             }
         };
         // While the proven program runs, its pid names only its own session.
@@ -651,10 +661,10 @@ impl Client {
         match program.send_signal(signal) {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
-            Err(e) => Err(ClientError::Unreachable(format!(
-                "cannot signal session {}'s program: {e}",
-                session.id
-            ))),
+            Err(e) => Err(ClientError::unreachable(
+                UnreachableCause::Unprovable,
+                format!("cannot signal session {}'s program: {e}", session.id),
+            )),
         }
     }
 
@@ -669,7 +679,12 @@ impl Client {
         let fd = match prove(&record.daemon) {
             Ok(fd) => fd,
             Err(ProofError::Gone | ProofError::Mismatch) => return Ok(KillOutcome::Killed),
-            Err(e) => return Err(ClientError::Unreachable(e.to_string())),
+            Err(e) => {
+                return Err(ClientError::unreachable(
+                    UnreachableCause::Unprovable,
+                    e.to_string(),
+                ))
+            }
         };
         Ok(if fd.wait_exit(limit) {
             KillOutcome::Killed
@@ -728,10 +743,10 @@ impl Client {
             )));
         }
         if let SessionStatus::Unknown { reason } = status {
-            return Err(ClientError::Unreachable(format!(
-                "cannot prove session {} has stopped: {reason}",
-                session.id
-            )));
+            return Err(ClientError::unreachable(
+                UnreachableCause::Unprovable,
+                format!("cannot prove session {} has stopped: {reason}", session.id),
+            ));
         }
         // The daemon is proven gone: a socket left by a crash cannot be a
         // successor's while we hold the lock, and it is removed only if nobody answers.

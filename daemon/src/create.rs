@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 
 use latch_registry::events::{event, kind};
-use latch_registry::spec::{ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
+use latch_registry::spec::{FailureKind, ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
 use latch_registry::{
     now_ms, CreateSpec, ExitRecord, PidFd, ProcIdentity, Record, Registry, RegistryError,
     SessionLock, DEFAULT_LOCK_WAIT, RECORD_VERSION,
@@ -42,13 +42,13 @@ use crate::pty::{self, ChildProc, Program};
 #[derive(Debug)]
 pub(crate) struct CreateError {
     /// The failure kind.
-    pub kind: &'static str,
+    pub kind: FailureKind,
     /// What went wrong, for a person.
     pub message: String,
 }
 
 impl CreateError {
-    fn new(kind: &'static str, message: impl Into<String>) -> Self {
+    fn new(kind: FailureKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -56,20 +56,19 @@ impl CreateError {
     }
 
     fn io(context: &str, e: impl std::fmt::Display) -> Self {
-        Self::new("io", format!("{context}: {e}"))
+        Self::new(FailureKind::Io, format!("{context}: {e}"))
     }
 }
 
 fn registry_error(e: RegistryError) -> CreateError {
     let kind = match &e {
-        RegistryError::Busy { .. } => "busy",
-        RegistryError::UnsafeRoot { .. }
-        | RegistryError::UnsafeKey { .. }
-        | RegistryError::NoRoot
+        RegistryError::Busy { .. } => FailureKind::Busy,
+        RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => FailureKind::Refused,
+        RegistryError::NoRoot
         | RegistryError::IdTooLongForSocket { .. }
-        | RegistryError::ReservedId { .. } => "invalid",
-        RegistryError::Corrupt { .. } => "exists",
-        _ => "io",
+        | RegistryError::ReservedId { .. } => FailureKind::Invalid,
+        RegistryError::Corrupt { .. } => FailureKind::Exists,
+        _ => FailureKind::Io,
     };
     CreateError::new(kind, e.to_string())
 }
@@ -252,18 +251,18 @@ impl Undo {
 /// the daemon's runtime (the listener, PTY and pidfd are registered with it).
 pub(crate) fn create(root: &Path, spec: &CreateSpec) -> Result<Created, CreateError> {
     if spec.command.is_empty() {
-        return Err(CreateError::new("invalid", "no program to run"));
+        return Err(CreateError::new(FailureKind::Invalid, "no program to run"));
     }
     // Checked before anything is allocated for them (SPEC.md §8).
     if let Err(e) = latch_wire::limits::check_size(spec.rows, spec.cols) {
         return Err(CreateError::new(
-            "invalid",
+            FailureKind::Invalid,
             format!("terminal size {}x{} is invalid: {e}", spec.rows, spec.cols),
         ));
     }
     if spec.scrollback > latch_wire::limits::MAX_SCROLLBACK {
         return Err(CreateError::new(
-            "invalid",
+            FailureKind::Invalid,
             format!(
                 "scrollback of {} lines is over the limit of {}",
                 spec.scrollback,
@@ -320,8 +319,7 @@ fn create_locked(
     match registry.read_record(id) {
         Ok(None) => {}
         Ok(Some(rec)) => {
-            return Err(CreateError::new(
-                "exists",
+            return Err(CreateError::new(FailureKind::Exists,
                 format!(
                     "session {id} already exists (incarnation {}); remove it first with `latch rm {id}`",
                     rec.incarnation
@@ -329,8 +327,7 @@ fn create_locked(
             ))
         }
         Err(RegistryError::Corrupt { path, reason }) => {
-            return Err(CreateError::new(
-                "exists",
+            return Err(CreateError::new(FailureKind::Exists,
                 format!(
                     "session {id} already has a record that cannot be read ({}: {reason}); \
                      remove it first with `latch rm {id}`",
@@ -344,7 +341,7 @@ fn create_locked(
     let socket_path = registry.socket_path(id);
     if fs::symlink_metadata(&socket_path).is_ok() {
         return Err(CreateError::new(
-            "exists",
+            FailureKind::Exists,
             format!(
                 "a daemon is still listening on {}; remove the session first with `latch rm {id}`",
                 socket_path.display()
@@ -374,7 +371,8 @@ fn create_locked(
         cwd: &spec.cwd,
     };
     let tty_name = pair.name.clone();
-    let child = pty::spawn(&program, pair.slave).map_err(|e| CreateError::new("spawn", e.0))?;
+    let child =
+        pty::spawn(&program, pair.slave).map_err(|e| CreateError::new(FailureKind::Spawn, e.0))?;
     let child_pid = child.id();
     undo.child = Some(child);
     // The program is our unreaped child, so its pid still names it: no race.
@@ -464,7 +462,7 @@ fn bind_private(path: &Path) -> Result<(StdUnixListener, (u64, u64)), CreateErro
     let listener = bound.map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
             CreateError::new(
-                "exists",
+                FailureKind::Exists,
                 format!("{} appeared while creating; try again", path.display()),
             )
         } else {

@@ -55,6 +55,7 @@ mod status;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
+use latch_registry::spec::FailureKind;
 use latch_registry::{CreateSpec, ReadyMessage};
 
 /// Runs one session daemon to completion and returns the process exit code: 0 once
@@ -75,7 +76,10 @@ pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
         Ok(root) => root,
         Err(e) => {
             log!("cannot resolve the daemon's paths: {e}");
-            report_failure("io", &format!("cannot resolve the daemon's paths: {e}"));
+            report_failure(
+                FailureKind::Io,
+                &format!("cannot resolve the daemon's paths: {e}"),
+            );
             return 1;
         }
     };
@@ -86,7 +90,10 @@ pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
         Ok(rt) => rt,
         Err(e) => {
             log!("cannot start the runtime: {e}");
-            report_failure("io", &format!("cannot start the daemon's runtime: {e}"));
+            report_failure(
+                FailureKind::Io,
+                &format!("cannot start the daemon's runtime: {e}"),
+            );
             return 1;
         }
     };
@@ -139,9 +146,9 @@ fn report(msg: &ReadyMessage) -> std::io::Result<()> {
     logging::write_all_fd(std::io::stdout().as_fd(), &line)
 }
 
-fn report_failure(kind: &str, message: &str) {
+fn report_failure(kind: FailureKind, message: &str) {
     let msg = ReadyMessage::Failed {
-        kind: kind.to_owned(),
+        kind,
         message: message.to_owned(),
     };
     if let Err(e) = report(&msg) {

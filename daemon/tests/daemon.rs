@@ -708,7 +708,7 @@ fn creation_failures_are_reported_and_leave_nothing() {
     let (pid, pipe) = spawn_daemon(tmp.path(), &root, spec("s1", &["/nonexistent/program"]));
     match read_ready(pipe) {
         ReadyMessage::Failed { kind, message } => {
-            assert_eq!(kind, "spawn");
+            assert_eq!(kind, latch_registry::spec::FailureKind::Spawn);
             assert!(message.contains("/nonexistent/program"), "{message}");
         }
         other => panic!("expected a failure, got {other:?}"),
@@ -723,7 +723,7 @@ fn creation_failures_are_reported_and_leave_nothing() {
     let (pid, pipe) = spawn_daemon(tmp.path(), &root, bad_cwd);
     match read_ready(pipe) {
         ReadyMessage::Failed { kind, message } => {
-            assert_eq!(kind, "spawn");
+            assert_eq!(kind, latch_registry::spec::FailureKind::Spawn);
             assert!(message.contains("/nonexistent-dir"), "{message}");
         }
         other => panic!("expected a failure, got {other:?}"),
@@ -735,7 +735,7 @@ fn creation_failures_are_reported_and_leave_nothing() {
     let (pid, pipe) = spawn_daemon(d._tmp.path(), &root, spec("s1", &["cat"]));
     match read_ready(pipe) {
         ReadyMessage::Failed { kind, message } => {
-            assert_eq!(kind, "exists");
+            assert_eq!(kind, latch_registry::spec::FailureKind::Exists);
             assert!(message.contains("latch rm"), "{message}");
         }
         other => panic!("expected a failure, got {other:?}"),

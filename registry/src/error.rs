@@ -49,6 +49,22 @@ pub enum RegistryError {
         /// Why.
         reason: String,
     },
+    /// The system's random number generator failed.
+    NoRandomness,
+    /// A record or event could not be encoded as JSON.
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// The encoder's error.
+        source: serde_json::Error,
+    },
+    /// A record was to be written under another id's lock (a bug in the caller).
+    WrongLock {
+        /// The lock's id.
+        lock: String,
+        /// The record's id.
+        record: String,
+    },
     /// An IO error on a registry file.
     Io {
         /// What was being done.
@@ -101,6 +117,11 @@ impl fmt::Display for RegistryError {
                     shell_quote(&format!("{shown}.unreadable"))
                 )
             }
+            Self::NoRandomness => f.write_str("the system's random number generator failed"),
+            Self::Encode { what, source } => write!(f, "cannot encode {what}: {source}"),
+            Self::WrongLock { lock, record } => {
+                write!(f, "record for {record} written under the lock of {lock}")
+            }
             Self::Io { context, source } => write!(f, "{context}: {source}"),
         }
     }
@@ -110,6 +131,7 @@ impl std::error::Error for RegistryError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Io { source, .. } => Some(source),
+            Self::Encode { source, .. } => Some(source),
             _ => None,
         }
     }

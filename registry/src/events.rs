@@ -113,8 +113,10 @@ impl Registry {
     /// Appends one event under the session lock, rotating old lines out if needed.
     pub fn append_event(&self, lock: &SessionLock, ev: &Value) -> Result<(), RegistryError> {
         let path = self.events_path(lock.id());
-        let mut line = serde_json::to_vec(ev)
-            .map_err(|e| RegistryError::io("encode event", io::Error::other(e)))?;
+        let mut line = serde_json::to_vec(ev).map_err(|source| RegistryError::Encode {
+            what: "event",
+            source,
+        })?;
         line.push(b'\n');
         let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         if len + line.len() as u64 > EVENTS_MAX_BYTES {

@@ -196,9 +196,9 @@ impl Key {
     /// Mints a fresh incarnation for `id`.
     pub fn mint(&self, id: &SessionId) -> Result<Incarnation, RegistryError> {
         let mut nonce = [0u8; INCARNATION_NONCE_LEN];
-        SystemRandom::new().fill(&mut nonce).map_err(|_| {
-            RegistryError::io("randomness", io::Error::other("no system randomness"))
-        })?;
+        SystemRandom::new()
+            .fill(&mut nonce)
+            .map_err(|_| RegistryError::NoRandomness)?;
         let full = self.tag(id, &nonce);
         let mut tag = [0u8; INCARNATION_TAG_LEN];
         tag.copy_from_slice(&full.as_ref()[..INCARNATION_TAG_LEN]);

@@ -140,10 +140,10 @@ impl Registry {
         let mut bytes = [0u8; 4];
         ring::rand::SystemRandom::new()
             .fill(&mut bytes)
-            .map_err(|_| RegistryError::io("fresh id", io::Error::other("no system randomness")))?;
+            .map_err(|_| RegistryError::NoRandomness)?;
         let id = format!("s-{:08x}", u32::from_be_bytes(bytes));
-        SessionId::new(id)
-            .map_err(|e| RegistryError::io("fresh id", io::Error::other(e.to_string())))
+        // Always valid: "s-" and eight hex digits.
+        SessionId::new(id).map_err(|_| RegistryError::NoRandomness)
     }
 
     /// The registry-wide default legacy policy: `legacyPolicy` in
@@ -243,17 +243,15 @@ impl Registry {
     /// Writes a record under its session lock.
     pub fn write_record(&self, lock: &SessionLock, record: &Record) -> Result<(), RegistryError> {
         if lock.id() != &record.id {
-            return Err(RegistryError::io(
-                "write record",
-                io::Error::other(format!(
-                    "lock is for {}, record is for {}",
-                    lock.id(),
-                    record.id
-                )),
-            ));
+            return Err(RegistryError::WrongLock {
+                lock: lock.id().to_string(),
+                record: record.id.to_string(),
+            });
         }
-        let bytes = serde_json::to_vec_pretty(record)
-            .map_err(|e| RegistryError::io("encode record", io::Error::other(e)))?;
+        let bytes = serde_json::to_vec_pretty(record).map_err(|source| RegistryError::Encode {
+            what: "record",
+            source,
+        })?;
         record::write_atomic(&self.record_path(&record.id), &bytes)
     }
 

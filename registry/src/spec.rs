@@ -65,9 +65,52 @@ pub enum ReadyMessage {
     /// Creation failed; nothing was left behind.
     #[serde(rename_all = "camelCase")]
     Failed {
-        /// `exists`, `busy`, `invalid`, `spawn`, `io`.
-        kind: String,
+        /// Why, as a kind the client maps to an error (and exit code).
+        kind: FailureKind,
         /// What went wrong.
         message: String,
     },
+}
+
+/// Why a creation failed, as the readiness line says (SPEC.md §9.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The id already has a record (readable or not) or a live socket.
+    Exists,
+    /// The session lock is held elsewhere.
+    Busy,
+    /// The creation spec is invalid (size, scrollback, id, program).
+    Invalid,
+    /// The registry is unsafe (root or key): refused.
+    Refused,
+    /// The program could not be started.
+    Spawn,
+    /// Any other failure (IO, the runtime).
+    Io,
+    /// A kind this build does not know (a newer daemon).
+    #[serde(other)]
+    Other,
+}
+
+impl FailureKind {
+    /// The kind's name on the readiness line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exists => "exists",
+            Self::Busy => "busy",
+            Self::Invalid => "invalid",
+            Self::Refused => "refused",
+            Self::Spawn => "spawn",
+            Self::Io => "io",
+            Self::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }

@@ -26,7 +26,7 @@ use futures_util::StreamExt;
 use latch_wire::codec::{Framing, Inbound, Outbound, ServerCodec};
 use latch_wire::framing::MAGIC;
 use latch_wire::legacy::LegacyClientFrame;
-use latch_wire::limits::{HANDSHAKE_TIMEOUT_MS, IDLE_UNBOUND_MS, MAX_CONNECTIONS};
+use latch_wire::limits::MAX_CONNECTIONS;
 use latch_wire::server::{ConnState, Effect, Env, Out, ServerConn};
 use latch_wire::{ClientFrame, CodecError, ErrorCode, LegacyPolicy, ServerFrame};
 use tokio::io::AsyncWriteExt;
@@ -133,32 +133,25 @@ async fn next_frame(
     }
 }
 
-/// When the connection must have sent its next frame: its first within
-/// HANDSHAKE_TIMEOUT_MS, and, once negotiated but not bound, each next one within
-/// IDLE_UNBOUND_MS (SPEC.md §8). Bound connections have no deadline.
-fn read_deadline(state: ConnState, opened: Instant, last_frame: Instant) -> Option<Instant> {
-    match state {
-        ConnState::Accepted => Some(opened + Duration::from_millis(HANDSHAKE_TIMEOUT_MS)),
-        ConnState::Negotiated { .. } => Some(last_frame + Duration::from_millis(IDLE_UNBOUND_MS)),
-        ConnState::Bound { .. } | ConnState::Legacy { .. } | ConnState::Closed => None,
-    }
-}
-
 async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf) {
     let mut framed = FramedRead::new(rd, ServerCodec::default());
-    let mut conn = ServerConn::new(session.server_config());
-    let opened = Instant::now();
-    let mut last_frame = opened;
+    let mut conn = ServerConn::new(session.server_config(), std::time::Instant::now());
     let mut warned_dropped = false;
     loop {
         if client.phase() != Phase::Open {
             break;
         }
-        let deadline = read_deadline(conn.state(), opened, last_frame);
+        // The state machine owns the deadlines (SPEC.md §8); this only sleeps.
+        let deadline = conn.poll_timeout().map(Instant::from_std);
         let frame = match next_frame(&mut framed, client, deadline).await {
             Next::Stopped => break,
             Next::TimedOut => {
                 let first = conn.state() == ConnState::Accepted;
+                let outs =
+                    conn.handle_timeout(std::time::Instant::now(), framed.decoder().framing());
+                if outs.is_empty() {
+                    continue;
+                }
                 log!(
                     "connection {}: {} in time",
                     client.id,
@@ -168,30 +161,17 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf
                         "negotiated but not bound"
                     }
                 );
-                if framed.decoder().framing() == Framing::Strict {
-                    let detail = if first {
-                        format!("no complete frame within {HANDSHAKE_TIMEOUT_MS} ms")
-                    } else {
-                        format!("no BIND and no frame within {IDLE_UNBOUND_MS} ms")
-                    };
-                    client.send(Outbound::Strict(ServerFrame::error(
-                        ErrorCode::HandshakeTimeout,
-                        detail,
-                    )));
+                for out in outs {
+                    carry_out(session, client, &conn, out);
                 }
                 break;
             }
             // EOF: the peer is done sending; what is queued is still written.
             Next::Frame(None) => break,
             Next::Frame(Some(Err(CodecError::Frame(e)))) => {
-                if framed.decoder().framing() == Framing::Strict {
-                    log!("connection {}: {e}", client.id);
-                    client.send(Outbound::Strict(ServerFrame::error(
-                        e.error_code(),
-                        e.to_string(),
-                    )));
-                } else {
-                    log!("connection {} closed: {e}", client.id);
+                log!("connection {} closed: {e}", client.id);
+                for out in conn.handle_decode_error(&e, framed.decoder().framing()) {
+                    carry_out(session, client, &conn, out);
                 }
                 break;
             }
@@ -202,7 +182,6 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf
             Next::Frame(Some(Ok(frame))) => frame,
         };
         let first = conn.state() == ConnState::Accepted;
-        last_frame = Instant::now();
         if first && framed.decoder().framing() == Framing::Legacy {
             client.set_legacy();
             match session.legacy_policy() {
@@ -235,8 +214,9 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf
         );
         let env = Env {
             draining: session.draining(),
+            exited: session.exited().is_some(),
         };
-        for out in conn.handle(frame, env) {
+        for out in conn.handle(std::time::Instant::now(), frame, env) {
             carry_out(session, client, &conn, out);
         }
         // Replies: a client that does not read its answers stops being read.

@@ -353,7 +353,6 @@ impl Session {
     /// alone); INPUT from any other connection is refused with `input-full` and
     /// nothing of it is queued (SPEC.md §8). No other connection ever waits.
     pub fn input(&self, bytes: Bytes, attached_writer: bool) -> Result<(), ServerFrame> {
-        self.refuse_if_exited()?;
         if bytes.is_empty() {
             return Ok(());
         }
@@ -428,7 +427,6 @@ impl Session {
         rows: u16,
         cols: u16,
     ) -> Result<(), ServerFrame> {
-        self.refuse_if_exited()?;
         if !attached_writer {
             self.apply_size(rows, cols);
             return Ok(());
@@ -447,7 +445,6 @@ impl Session {
 
     /// SIGNAL: through the pidfd opened at spawn, never by pid.
     pub fn signal(&self, sig: i32) -> Result<(), ServerFrame> {
-        self.refuse_if_exited()?;
         self.child.get_ref().pidfd.send_signal(sig).map_err(|e| {
             if e.raw_os_error() == Some(libc::ESRCH) {
                 ServerFrame::error(ErrorCode::Exited, "the program has exited")
@@ -464,7 +461,6 @@ impl Session {
     /// the program alone; when it has exited, whatever is left of its session is
     /// hung up, then killed (`serve::sweep`).
     pub fn stop(&self, sig: i32) -> Result<(), ServerFrame> {
-        self.refuse_if_exited()?;
         if sig != libc::SIGHUP {
             return self.signal(sig);
         }
@@ -508,16 +504,6 @@ impl Session {
             if let Some((r, c)) = new {
                 self.apply_size(r, c);
             }
-        }
-    }
-
-    fn refuse_if_exited(&self) -> Result<(), ServerFrame> {
-        match self.exit.get() {
-            Some(_) => Err(ServerFrame::error(
-                ErrorCode::Exited,
-                "the program has exited",
-            )),
-            None => Ok(()),
         }
     }
 

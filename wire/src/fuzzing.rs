@@ -1,11 +1,13 @@
 //! Entry points for the cargo-fuzz targets in `fuzz/` (not a public API).
 
+use std::time::{Duration, Instant};
+
 use bytes::BytesMut;
 
-use crate::codec::{ClientCodec, Inbound, Outbound, ServerCodec};
+use crate::codec::{ClientCodec, Framing, Inbound, Outbound, ServerCodec};
 use crate::frame::{ClientFrame, LegacyPolicy, Limits, ServerFrame};
 use crate::ids::{Incarnation, SessionId, SessionRef};
-use crate::server::{ConnState, Effect, Env, Out, ServerConfig, ServerConn};
+use crate::server::{Access, ConnState, Effect, Env, Out, ServerConfig, ServerConn};
 use crate::version::SUPPORTED;
 
 /// The daemon identity used by the fuzz targets and property tests.
@@ -16,19 +18,27 @@ pub fn own_ref() -> SessionRef {
     )
 }
 
-/// A state machine configured as the daemon configures it.
+/// A state machine configured as the daemon configures it, accepted now.
 pub fn server_conn(policy: LegacyPolicy) -> ServerConn {
-    ServerConn::new(ServerConfig {
-        own: own_ref(),
-        versions: SUPPORTED,
-        limits: Limits {
-            max_client_frame: 65_536,
-            max_server_frame: 16 << 20,
-            client_queue_bytes: 8 << 20,
+    server_conn_at(policy, Instant::now())
+}
+
+/// A state machine configured as the daemon configures it, accepted at `now`.
+pub fn server_conn_at(policy: LegacyPolicy, now: Instant) -> ServerConn {
+    ServerConn::new(
+        ServerConfig {
+            own: own_ref(),
+            versions: SUPPORTED,
+            limits: Limits {
+                max_client_frame: 65_536,
+                max_server_frame: 16 << 20,
+                client_queue_bytes: 8 << 20,
+            },
+            server_name: "fuzz".into(),
+            legacy_policy: policy,
         },
-        server_name: "fuzz".into(),
-        legacy_policy: policy,
-    })
+        now,
+    )
 }
 
 /// Decodes arbitrary bytes with both codecs; must never panic.
@@ -81,20 +91,72 @@ fn decode_all(data: &[u8], cuts: &[u8]) -> (Vec<Inbound>, bool) {
     }
 }
 
-/// Drives the state machine with the frames decoded from `data` (draining toggled by
-/// `drain_mask`) and asserts the central property after every step.
-pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, drain_mask: u8) {
+/// Drives the state machine with the frames decoded from `data`, the way the
+/// daemon does, and asserts the central property after every step. `mask` varies
+/// the environment per step: bit 0 draining, bit 4 exited, bits 1-2 how much time
+/// passes before the frame (0, 3, 6 or 12 s, so the handshake and idle deadlines
+/// fire). A decoding failure ends the stream as it ends the daemon's connection.
+pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, mask: u8) {
     let mut src = BytesMut::from(data);
     let mut codec = ServerCodec::default();
-    let mut conn = server_conn(policy);
+    let mut now = Instant::now();
+    let mut conn = server_conn_at(policy, now);
     let mut i = 0u32;
-    while let Ok(Some(frame)) = codec.decode_inbound(&mut src) {
-        let env = Env {
-            draining: drain_mask & (1 << (i % 8)) != 0,
-        };
-        i += 1;
-        check_step(&mut conn, frame, env, policy);
+    loop {
+        match codec.decode_inbound(&mut src) {
+            Ok(Some(frame)) => {
+                let bits = mask.rotate_left(i % 8);
+                i += 1;
+                let secs = [0, 3, 6, 12][usize::from((bits >> 1) & 3)];
+                now += Duration::from_secs(secs);
+                check_timeout(&mut conn, now, codec.framing());
+                let env = Env {
+                    draining: bits & 1 != 0,
+                    exited: bits & 0x10 != 0,
+                };
+                check_step(&mut conn, now, frame, env, policy);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let out = conn.handle_decode_error(&e, codec.framing());
+                assert!(
+                    !out.iter().any(|o| matches!(o, Out::Effect(_))),
+                    "effect on a decode error: {out:?}"
+                );
+                assert_eq!(conn.state(), ConnState::Closed);
+                break;
+            }
+        }
     }
+}
+
+/// Wakes the connection at `now` as the daemon's driver does when its deadline
+/// passes, and asserts what a timeout may do: nothing before the deadline, and
+/// after it only a close (with an error frame for a strict opening), never an
+/// effect, and never for a bound connection.
+pub fn check_timeout(conn: &mut ServerConn, now: Instant, opening: Framing) -> Vec<Out> {
+    let before = conn.state();
+    let due = conn.poll_timeout().is_some_and(|d| now >= d);
+    let out = conn.handle_timeout(now, opening);
+    assert!(
+        !out.iter().any(|o| matches!(o, Out::Effect(_))),
+        "effect on a timeout: {out:?}"
+    );
+    if due {
+        assert!(
+            matches!(before, ConnState::Accepted | ConnState::Negotiated { .. }),
+            "a deadline in state {before:?}"
+        );
+        assert_eq!(conn.state(), ConnState::Closed);
+        assert!(matches!(out.last(), Some(Out::Close)), "{out:?}");
+    } else {
+        assert!(
+            out.is_empty(),
+            "timeout output before the deadline: {out:?}"
+        );
+        assert_eq!(conn.state(), before);
+    }
+    out
 }
 
 /// One step of the central property: feed `frame`, assert that any effect was
@@ -102,6 +164,7 @@ pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, drain_mask: u8) {
 /// only by a strict BIND naming the creation the daemon answers with.
 pub fn check_step(
     conn: &mut ServerConn,
+    now: Instant,
     frame: Inbound,
     env: Env,
     policy: LegacyPolicy,
@@ -114,7 +177,7 @@ pub fn check_step(
         }
         _ => None,
     };
-    let out = conn.handle(frame, env);
+    let out = conn.handle(now, frame, env);
     if before == ConnState::Closed {
         assert!(out.is_empty(), "output {out:?} on a closed connection");
     }
@@ -139,12 +202,15 @@ pub fn check_step(
                         && matches!(
                             before,
                             ConnState::Bound {
-                                attached: Some(true),
+                                access: Access::ReadOnly,
                                 ..
                             }
                         )),
                     "mutating effect {e:?} from a read-only client"
                 );
+            }
+            if env.exited {
+                assert!(!e.needs_program(), "effect {e:?} after the program exited");
             }
             if env.draining {
                 // Only DETACH and a STOP (which continues the drain) pass the fence.

@@ -10,24 +10,32 @@
 //!  Legacy (policy)     Closed  <----------- fatal error / DETACH -----+
 //! ```
 //!
-//! Call order: construct with [`ServerConfig`], feed every decoded [`Inbound`]
-//! frame to [`ServerConn::handle`] with the daemon's current [`Env`], and carry out
-//! the returned [`Out`] items in order. Nothing here does IO or reads a clock.
+//! Call order: construct with [`ServerConfig`] and the time the connection was
+//! accepted; feed every decoded [`Inbound`] frame to [`ServerConn::handle`] with the
+//! current time and the daemon's [`Env`]; a decoding failure to
+//! [`ServerConn::handle_decode_error`]; sleep until [`ServerConn::poll_timeout`] and
+//! then call [`ServerConn::handle_timeout`]; carry out the returned [`Out`] items in
+//! order. Nothing here does IO or reads a clock: the caller passes time in (as
+//! quinn-proto's `Connection` does), so the deadlines of SPEC.md §8 are rules of
+//! this machine, covered by its tests and fuzz target like every other rule.
 //!
 //! **Central property** (BRIEF.md invariant 3, checked by proptest and fuzzing):
 //! a strict connection yields [`Out::Effect`] only while it is bound to the
 //! daemon's own `{id, incarnation}`; a legacy connection yields a mutating effect
 //! (input, resize, signal, read-write attach) only under [`LegacyPolicy::Full`].
 
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
 
-use crate::codec::{Inbound, Outbound};
+use crate::codec::{Framing, Inbound, Outbound};
+use crate::error::FrameError;
 use crate::frame::{
     ClientFrame, ErrorCode, LegacyPolicy, Limits, ServerFrame, CLIENT_NAME_MAX_LEN,
 };
 use crate::ids::SessionRef;
 use crate::legacy::LegacyClientFrame;
-use crate::limits::check_size;
+use crate::limits::{check_size, HANDSHAKE_TIMEOUT_MS, IDLE_UNBOUND_MS};
 use crate::version::{negotiate, VersionRange};
 
 /// Fixed facts about the daemon, given once per connection.
@@ -50,6 +58,9 @@ pub struct ServerConfig {
 pub struct Env {
     /// A kill or restart has begun: no new binds, no effects.
     pub draining: bool,
+    /// The program has exited: input, resize and signals are refused with
+    /// `exited`; STATUS, PEEK and ATTACH (the last screen, then EXIT) still answer.
+    pub exited: bool,
 }
 
 /// An effect on the session. Carried out only when the state machine emits it.
@@ -89,6 +100,15 @@ pub enum Effect {
 }
 
 impl Effect {
+    /// Whether the effect needs the program to be running (input, resize and
+    /// signals reach it; attach, peek and detach only observe).
+    pub fn needs_program(&self) -> bool {
+        matches!(
+            self,
+            Self::Input(_) | Self::Resize { .. } | Self::Signal(_) | Self::Stop(_)
+        )
+    }
+
     /// Whether the effect can change the session (as opposed to observing it).
     pub fn is_mutating(&self) -> bool {
         match self {
@@ -112,6 +132,17 @@ pub enum Out {
     Close,
 }
 
+/// How a bound connection is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Bound, not attached.
+    Unattached,
+    /// Attached read-only: output only; never input, resize or signals.
+    ReadOnly,
+    /// Attached read-write: its size counts toward the PTY's.
+    ReadWrite,
+}
+
 /// Where a connection stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConnState {
@@ -126,8 +157,8 @@ pub enum ConnState {
     Bound {
         /// The chosen version.
         version: u16,
-        /// Attached, and if so read-only or not.
-        attached: Option<bool>,
+        /// Whether and how it is attached.
+        access: Access,
     },
     /// Legacy framing.
     Legacy {
@@ -143,6 +174,10 @@ pub enum ConnState {
 pub struct ServerConn {
     config: ServerConfig,
     state: ConnState,
+    /// When the connection was accepted.
+    opened: Instant,
+    /// When its last frame arrived.
+    last_frame: Instant,
 }
 
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> Vec<Out> {
@@ -156,11 +191,76 @@ fn refuse(code: ErrorCode, detail: impl Into<String>) -> Vec<Out> {
 }
 
 impl ServerConn {
-    /// A fresh connection.
-    pub fn new(config: ServerConfig) -> Self {
+    /// A fresh connection, accepted at `now`.
+    pub fn new(config: ServerConfig, now: Instant) -> Self {
         Self {
             config,
             state: ConnState::Accepted,
+            opened: now,
+            last_frame: now,
+        }
+    }
+
+    /// When the connection must next be woken if no frame arrives
+    /// ([`ServerConn::handle_timeout`]): its first complete frame is due
+    /// HANDSHAKE_TIMEOUT_MS after it was accepted, and a negotiated connection that
+    /// has not bound must send a frame within IDLE_UNBOUND_MS of its last one
+    /// (SPEC.md §8). Bound, legacy and closed connections have no deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            ConnState::Accepted => Some(self.opened + Duration::from_millis(HANDSHAKE_TIMEOUT_MS)),
+            ConnState::Negotiated { .. } => {
+                Some(self.last_frame + Duration::from_millis(IDLE_UNBOUND_MS))
+            }
+            ConnState::Bound { .. } | ConnState::Legacy { .. } | ConnState::Closed => None,
+        }
+    }
+
+    /// The deadline may have passed at `now`; `opening` is what the codec has seen
+    /// of the connection's first bytes. Past the deadline the connection closes,
+    /// with ERROR `handshake-timeout` first if it opened in the strict framing (a
+    /// connection that sent nothing, or part of a legacy header, is closed without a
+    /// word: it may not speak this protocol at all).
+    pub fn handle_timeout(&mut self, now: Instant, opening: Framing) -> Vec<Out> {
+        match self.poll_timeout() {
+            Some(deadline) if now >= deadline => {}
+            _ => return Vec::new(),
+        }
+        let detail = match self.state {
+            ConnState::Accepted => format!("no complete frame within {HANDSHAKE_TIMEOUT_MS} ms"),
+            _ => format!("no BIND and no frame within {IDLE_UNBOUND_MS} ms"),
+        };
+        self.state = ConnState::Closed;
+        match opening {
+            Framing::Strict => vec![
+                Out::Send(Outbound::Strict(ServerFrame::error(
+                    ErrorCode::HandshakeTimeout,
+                    detail,
+                ))),
+                Out::Close,
+            ],
+            Framing::Undecided | Framing::Legacy => vec![Out::Close],
+        }
+    }
+
+    /// The codec could not decode the next frame: the stream is corrupt and the
+    /// connection closes. A connection that opened in the strict framing is told
+    /// why first (the error's code: `malformed`, `frame-too-large`); the legacy
+    /// framing has no error packet, and an undecided opening gets no answer.
+    pub fn handle_decode_error(&mut self, error: &FrameError, opening: Framing) -> Vec<Out> {
+        if self.state == ConnState::Closed {
+            return Vec::new();
+        }
+        self.state = ConnState::Closed;
+        match opening {
+            Framing::Strict => vec![
+                Out::Send(Outbound::Strict(ServerFrame::error(
+                    error.error_code(),
+                    error.to_string(),
+                ))),
+                Out::Close,
+            ],
+            Framing::Undecided | Framing::Legacy => vec![Out::Close],
         }
     }
 
@@ -179,7 +279,7 @@ impl ServerConn {
         matches!(
             self.state,
             ConnState::Bound {
-                attached: Some(false),
+                access: Access::ReadWrite,
                 ..
             }
         ) || (matches!(self.state, ConnState::Legacy { attached: true })
@@ -191,7 +291,7 @@ impl ServerConn {
         matches!(
             self.state,
             ConnState::Bound {
-                attached: Some(_),
+                access: Access::ReadOnly | Access::ReadWrite,
                 ..
             } | ConnState::Legacy { attached: true }
         )
@@ -203,8 +303,9 @@ impl ServerConn {
         self.state = ConnState::Closed;
     }
 
-    /// Feeds one decoded frame; returns what to do, in order.
-    pub fn handle(&mut self, frame: Inbound, env: Env) -> Vec<Out> {
+    /// Feeds one decoded frame, arrived at `now`; returns what to do, in order.
+    pub fn handle(&mut self, now: Instant, frame: Inbound, env: Env) -> Vec<Out> {
+        self.last_frame = now;
         let out = match frame {
             Inbound::Strict(f) => self.handle_strict(f, env),
             Inbound::Legacy(f) => self.handle_legacy(f, env),
@@ -251,7 +352,7 @@ impl ServerConn {
                     }
                     self.state = ConnState::Bound {
                         version,
-                        attached: None,
+                        access: Access::Unattached,
                     };
                     vec![Out::Send(Outbound::Strict(ServerFrame::Bound {
                         id: self.config.own.id.clone(),
@@ -260,7 +361,7 @@ impl ServerConn {
                 }
                 _ => refuse(ErrorCode::NotBound, "send BIND before any effect"),
             },
-            ConnState::Bound { version, attached } => self.bound(version, attached, frame, env),
+            ConnState::Bound { version, access } => self.bound(version, access, frame, env),
         }
     }
 
@@ -292,13 +393,8 @@ impl ServerConn {
         }
     }
 
-    fn bound(
-        &mut self,
-        version: u16,
-        attached: Option<bool>,
-        frame: ClientFrame,
-        env: Env,
-    ) -> Vec<Out> {
+    fn bound(&mut self, version: u16, access: Access, frame: ClientFrame, env: Env) -> Vec<Out> {
+        let read_only = access == Access::ReadOnly;
         let is_stop = matches!(frame, ClientFrame::Stop { .. });
         let effect = match frame {
             ClientFrame::Hello { .. } => {
@@ -319,7 +415,7 @@ impl ServerConn {
                 cols,
                 read_only,
             } => {
-                if attached.is_some() {
+                if access != Access::Unattached {
                     return refuse(ErrorCode::AlreadyAttached, "connection is already attached");
                 }
                 // 0x0 means "size unknown" (it does not count toward the PTY size);
@@ -337,7 +433,7 @@ impl ServerConn {
             }
             ClientFrame::Peek { plain, full } => Effect::Peek { plain, full },
             ClientFrame::Input(b) => {
-                if attached == Some(true) {
+                if read_only {
                     return refuse(
                         ErrorCode::ForbiddenByPolicy,
                         "read-only client cannot send input",
@@ -346,7 +442,7 @@ impl ServerConn {
                 Effect::Input(b)
             }
             ClientFrame::Resize { rows, cols } => {
-                if attached == Some(true) {
+                if read_only {
                     return refuse(
                         ErrorCode::ForbiddenByPolicy,
                         "read-only client cannot resize",
@@ -358,7 +454,7 @@ impl ServerConn {
                 Effect::Resize { rows, cols }
             }
             ClientFrame::Signal { signal } | ClientFrame::Stop { signal } => {
-                if attached == Some(true) {
+                if read_only {
                     return refuse(
                         ErrorCode::ForbiddenByPolicy,
                         "read-only client cannot signal",
@@ -377,6 +473,11 @@ impl ServerConn {
                 }
             }
         };
+        // Once the program has exited, nothing can reach it; its last screen and
+        // its exit can still be observed (SPEC.md §5.3).
+        if env.exited && effect.needs_program() {
+            return refuse(ErrorCode::Exited, "the program has exited");
+        }
         // A STOP continues (or escalates) the drain already under way.
         if env.draining && !matches!(effect, Effect::Stop(_)) {
             return refuse(ErrorCode::Draining, "session is shutting down");
@@ -384,7 +485,11 @@ impl ServerConn {
         if let Effect::Attach { read_only, .. } = effect {
             self.state = ConnState::Bound {
                 version,
-                attached: Some(read_only),
+                access: if read_only {
+                    Access::ReadOnly
+                } else {
+                    Access::ReadWrite
+                },
             };
         }
         vec![Out::Effect(effect)]
@@ -419,6 +524,9 @@ impl ServerConn {
                 vec![Out::Close]
             }
             _ if env.draining => Vec::new(),
+            // Nothing reaches a program that has exited; the old framing has no
+            // error packet, so input and resize are dropped.
+            LegacyClientFrame::Data(_) | LegacyClientFrame::Resize(_) if env.exited => Vec::new(),
             LegacyClientFrame::Peek { plain, full } => {
                 vec![Out::Effect(Effect::Peek { plain, full })]
             }

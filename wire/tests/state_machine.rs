@@ -10,6 +10,7 @@
 //!   a daemon that speaks 2..=3.
 
 use std::collections::HashSet;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use proptest::collection::vec;
@@ -19,7 +20,7 @@ use tokio_util::codec::{Decoder, Encoder};
 use latch_wire::client::{ClientHandshake, HandshakeError, Negotiated};
 use latch_wire::fuzzing::{check_step, own_ref, server_conn};
 use latch_wire::legacy::LegacyClientFrame;
-use latch_wire::server::{ConnState, Effect, Env, Out, ServerConfig, ServerConn};
+use latch_wire::server::{Access, ConnState, Effect, Env, Out, ServerConfig, ServerConn};
 use latch_wire::{
     ClientCodec, ClientFrame, ErrorCode, Inbound, Incarnation, LegacyPolicy, Limits, Outbound,
     ServerCodec, ServerFrame, SessionId, SessionRef, VersionRange, SUPPORTED,
@@ -200,15 +201,15 @@ impl F {
 const NEG: ConnState = ConnState::Negotiated { version: 2 };
 const BOUND: ConnState = ConnState::Bound {
     version: 2,
-    attached: None,
+    access: Access::Unattached,
 };
 const RO: ConnState = ConnState::Bound {
     version: 2,
-    attached: Some(true),
+    access: Access::ReadOnly,
 };
 const RW: ConnState = ConnState::Bound {
     version: 2,
-    attached: Some(false),
+    access: Access::ReadWrite,
 };
 const L0: ConnState = ConnState::Legacy { attached: false };
 const L1: ConnState = ConnState::Legacy { attached: true };
@@ -314,7 +315,7 @@ enum Start {
 }
 
 fn feed(conn: &mut ServerConn, f: F, policy: LegacyPolicy) -> Vec<Out> {
-    check_step(conn, f.inbound(), Env::default(), policy)
+    check_step(conn, Instant::now(), f.inbound(), Env::default(), policy)
 }
 
 fn reach(start: Start, policy: LegacyPolicy) -> ServerConn {
@@ -363,7 +364,16 @@ fn check_table(start: Start, policy: LegacyPolicy, draining: bool, rows: &[Row])
     );
     for (f, want, after) in rows {
         let mut conn = reach(start, policy);
-        let out = check_step(&mut conn, f.inbound(), Env { draining }, policy);
+        let out = check_step(
+            &mut conn,
+            Instant::now(),
+            f.inbound(),
+            Env {
+                draining,
+                exited: false,
+            },
+            policy,
+        );
         assert_eq!(
             &normalise(out),
             want,
@@ -842,6 +852,7 @@ fn check_step_catches_a_mutating_legacy_effect() {
     let mut conn = server_conn(LegacyPolicy::Full);
     check_step(
         &mut conn,
+        Instant::now(),
         F::LData.inbound(),
         Env::default(),
         LegacyPolicy::Observe,
@@ -936,8 +947,38 @@ fn policy() -> impl Strategy<Value = LegacyPolicy> {
     ]
 }
 
+/// Whether the connection has shown a strict opening (it negotiated or bound).
+fn strict_opening(conn: &ServerConn) -> bool {
+    matches!(
+        conn.state(),
+        ConnState::Negotiated { .. } | ConnState::Bound { .. }
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// The fuzz target's driver, on arbitrary bytes: decoding, time, draining,
+    /// exit and decode errors, with every step checked.
+    #[test]
+    fn the_daemon_driver_keeps_the_property_on_arbitrary_bytes(
+        policy in policy(),
+        mask in any::<u8>(),
+        handshake in prop::bool::ANY,
+        tail in vec(any::<u8>(), 0..256),
+    ) {
+        let mut bytes = Vec::new();
+        if handshake {
+            let mut codec = ClientCodec::default();
+            let mut buf = BytesMut::new();
+            codec.encode_client(&hello_frame(), &mut buf).unwrap();
+            codec.encode_client(&bind_own_frame(), &mut buf).unwrap();
+            bytes.extend_from_slice(&buf);
+        }
+        bytes.extend_from_slice(&tail);
+        latch_wire::fuzzing::drive_state_machine(&bytes, policy, mask);
+    }
+
 
     #[test]
     fn no_effect_unless_bound_or_permitted(
@@ -945,7 +986,10 @@ proptest! {
         prelude in prelude(),
         frames in vec(inbound(), 0..40),
         drains in vec(prop::bool::weighted(0.2), 40),
+        exits in vec(prop::bool::weighted(0.2), 40),
+        waits in vec(prop::sample::select(vec![0u64, 1, 4, 6, 11]), 40),
     ) {
+        let mut now = Instant::now();
         let mut conn = server_conn(policy);
         let mut seq: Vec<Inbound> = match prelude {
             Prelude::Nothing => Vec::new(),
@@ -956,9 +1000,29 @@ proptest! {
         seq.extend(frames);
         for (i, frame) in seq.into_iter().enumerate() {
             let draining = i >= skip && drains[(i - skip) % drains.len()];
+            let exited = i >= skip && exits[(i - skip) % exits.len()];
+            if i >= skip {
+                // Time passes; the driver wakes the connection when it is due.
+                now += std::time::Duration::from_secs(waits[(i - skip) % waits.len()]);
+                let opening = if strict_opening(&conn) {
+                    latch_wire::Framing::Strict
+                } else {
+                    latch_wire::Framing::Undecided
+                };
+                latch_wire::fuzzing::check_timeout(&mut conn, now, opening);
+            }
             let before = conn.state();
             let strict = matches!(frame, Inbound::Strict(_));
-            let out = normalise(check_step(&mut conn, frame, Env { draining }, policy));
+            let out = normalise(check_step(
+                &mut conn,
+                now,
+                frame,
+                Env {
+                    draining,
+                    exited,
+                },
+                policy,
+            ));
             // A connection never changes framing.
             match (before, conn.state()) {
                 (ConnState::Legacy { .. }, after) => {
@@ -1166,7 +1230,7 @@ impl Pair {
         Self {
             client: ClientCodec::default(),
             daemon: ServerCodec::default(),
-            conn: ServerConn::new(config(versions)),
+            conn: ServerConn::new(config(versions), Instant::now()),
             to_daemon: BytesMut::new(),
             to_client: BytesMut::new(),
         }
@@ -1179,7 +1243,7 @@ impl Pair {
         let inbound = self.daemon.decode(&mut self.to_daemon).unwrap().unwrap();
         assert!(self.to_daemon.is_empty());
         let mut closed = false;
-        for out in self.conn.handle(inbound, Env::default()) {
+        for out in self.conn.handle(Instant::now(), inbound, Env::default()) {
             match out {
                 Out::Send(o) => self.daemon.encode(o, &mut self.to_client).unwrap(),
                 Out::Close => closed = true,
@@ -1288,6 +1352,7 @@ fn sizes_over_the_limits_are_refused_before_any_effect() {
         for start in [Start::Bound, Start::BoundRw] {
             let mut conn = reach(start, LegacyPolicy::Off);
             let out = conn.handle(
+                Instant::now(),
                 Inbound::Strict(ClientFrame::Resize { rows, cols }),
                 Env::default(),
             );
@@ -1305,6 +1370,7 @@ fn sizes_over_the_limits_are_refused_before_any_effect() {
         // Strict ATTACH: refused, and the connection stays unattached.
         let mut conn = reach(Start::Bound, LegacyPolicy::Off);
         let out = conn.handle(
+            Instant::now(),
             Inbound::Strict(ClientFrame::Attach {
                 rows,
                 cols,
@@ -1317,12 +1383,14 @@ fn sizes_over_the_limits_are_refused_before_any_effect() {
         // Legacy under full: RESIZE dropped, ATTACH with an unknown size.
         let mut conn = reach(Start::LegacyAttached, LegacyPolicy::Full);
         let out = conn.handle(
+            Instant::now(),
             Inbound::Legacy(LegacyClientFrame::Resize(Some((rows, cols)))),
             Env::default(),
         );
         assert!(out.is_empty(), "{out:?}");
         let mut conn = server_conn(LegacyPolicy::Full);
         let out = conn.handle(
+            Instant::now(),
             Inbound::Legacy(LegacyClientFrame::Attach(Some((rows, cols)))),
             Env::default(),
         );
@@ -1338,6 +1406,7 @@ fn sizes_over_the_limits_are_refused_before_any_effect() {
     // The largest allowed size is an effect.
     let mut conn = reach(Start::Bound, LegacyPolicy::Off);
     let out = conn.handle(
+        Instant::now(),
         Inbound::Strict(ClientFrame::Resize {
             rows: MAX_ROWS,
             cols: 500,
@@ -1351,4 +1420,137 @@ fn sizes_over_the_limits_are_refused_before_any_effect() {
             cols: 500
         })]
     );
+}
+
+// ---------------------------------------------------------------------------
+// Deadlines, decode errors and the program's exit are rules of the machine
+// ---------------------------------------------------------------------------
+
+#[test]
+fn the_handshake_and_idle_deadlines() {
+    use latch_wire::limits::{HANDSHAKE_TIMEOUT_MS, IDLE_UNBOUND_MS};
+    use latch_wire::Framing;
+    use std::time::Duration;
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    // Accepted: the first frame is due HANDSHAKE_TIMEOUT_MS after accept.
+    let mut conn = latch_wire::fuzzing::server_conn_at(LegacyPolicy::Off, t0);
+    assert_eq!(conn.poll_timeout(), Some(t0 + ms(HANDSHAKE_TIMEOUT_MS)));
+    assert!(conn
+        .handle_timeout(t0 + ms(HANDSHAKE_TIMEOUT_MS - 1), Framing::Strict)
+        .is_empty());
+    let out = conn.handle_timeout(t0 + ms(HANDSHAKE_TIMEOUT_MS), Framing::Strict);
+    assert_eq!(normalise(out), err(ErrorCode::HandshakeTimeout));
+    assert_eq!(conn.state(), CLOSED);
+    // Silence with no bytes at all, or part of a legacy header: closed, no word.
+    for opening in [Framing::Undecided, Framing::Legacy] {
+        let mut conn = latch_wire::fuzzing::server_conn_at(LegacyPolicy::Full, t0);
+        assert_eq!(
+            conn.handle_timeout(t0 + ms(HANDSHAKE_TIMEOUT_MS), opening),
+            vec![Out::Close]
+        );
+    }
+    // Negotiated: each frame pushes the idle deadline; BIND removes it.
+    let mut conn = latch_wire::fuzzing::server_conn_at(LegacyPolicy::Off, t0);
+    let t1 = t0 + ms(100);
+    conn.handle(t1, Inbound::Strict(hello_frame()), Env::default());
+    assert_eq!(conn.poll_timeout(), Some(t1 + ms(IDLE_UNBOUND_MS)));
+    let t2 = t1 + ms(IDLE_UNBOUND_MS - 1);
+    conn.handle(t2, Inbound::Strict(ClientFrame::Status), Env::default());
+    assert_eq!(conn.poll_timeout(), Some(t2 + ms(IDLE_UNBOUND_MS)));
+    assert!(conn
+        .handle_timeout(t1 + ms(IDLE_UNBOUND_MS), Framing::Strict)
+        .is_empty());
+    let mut idle = latch_wire::fuzzing::server_conn_at(LegacyPolicy::Off, t0);
+    idle.handle(t1, Inbound::Strict(hello_frame()), Env::default());
+    let out = idle.handle_timeout(t1 + ms(IDLE_UNBOUND_MS), Framing::Strict);
+    assert!(
+        matches!(
+            out.as_slice(),
+            [
+                Out::Send(Outbound::Strict(ServerFrame::Error {
+                    code: ErrorCode::HandshakeTimeout,
+                    ..
+                })),
+                Out::Close
+            ]
+        ),
+        "{out:?}"
+    );
+    conn.handle(t2, Inbound::Strict(bind_own_frame()), Env::default());
+    assert_eq!(conn.state(), BOUND);
+    assert_eq!(
+        conn.poll_timeout(),
+        None,
+        "bound connections have no deadline"
+    );
+    assert!(conn
+        .handle_timeout(t2 + Duration::from_secs(3600), Framing::Strict)
+        .is_empty());
+    // Legacy connections have none either.
+    let mut legacy = latch_wire::fuzzing::server_conn_at(LegacyPolicy::Observe, t0);
+    legacy.handle(t1, F::LStatus.inbound(), Env::default());
+    assert_eq!(legacy.poll_timeout(), None);
+}
+
+#[test]
+fn decode_errors_close_and_tell_only_a_strict_opening() {
+    use latch_wire::{FrameError, Framing};
+    let too_large = FrameError::TooLarge {
+        len: 1 << 30,
+        max: 65_536,
+    };
+    let mut conn = server_conn(LegacyPolicy::Off);
+    let out = conn.handle_decode_error(&too_large, Framing::Strict);
+    assert!(
+        matches!(
+            out.as_slice(),
+            [
+                Out::Send(Outbound::Strict(ServerFrame::Error {
+                    code: ErrorCode::FrameTooLarge,
+                    ..
+                })),
+                Out::Close
+            ]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(conn.state(), CLOSED);
+    assert!(conn
+        .handle_decode_error(&too_large, Framing::Strict)
+        .is_empty());
+    for opening in [Framing::Undecided, Framing::Legacy] {
+        let mut conn = server_conn(LegacyPolicy::Full);
+        assert_eq!(
+            conn.handle_decode_error(&too_large, opening),
+            vec![Out::Close]
+        );
+    }
+}
+
+#[test]
+fn after_the_program_exits_only_observation_reaches_the_session() {
+    let exited = Env {
+        draining: false,
+        exited: true,
+    };
+    for f in [F::Input, F::Resize, F::Signal, F::Stop] {
+        let mut conn = reach(Start::BoundRw, LegacyPolicy::Off);
+        let out = conn.handle(Instant::now(), f.inbound(), exited);
+        assert_eq!(normalise(out), err(ErrorCode::Exited), "{f:?}");
+        assert_eq!(conn.state(), RW, "{f:?}: the refusal is not fatal");
+    }
+    let mut conn = reach(Start::Bound, LegacyPolicy::Off);
+    let out = conn.handle(Instant::now(), F::Peek.inbound(), exited);
+    assert!(matches!(out.as_slice(), [Out::Effect(Effect::Peek { .. })]));
+    let out = conn.handle(Instant::now(), F::AttachRw.inbound(), exited);
+    assert!(matches!(
+        out.as_slice(),
+        [Out::Effect(Effect::Attach { .. })]
+    ));
+    // Legacy input is dropped (no error packet), never delivered.
+    let mut conn = reach(Start::LegacyAttached, LegacyPolicy::Full);
+    assert!(conn
+        .handle(Instant::now(), F::LData.inbound(), exited)
+        .is_empty());
 }

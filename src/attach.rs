@@ -16,8 +16,7 @@ struct RawGuard {
 }
 
 fn stdin_fd() -> BorrowedFd<'static> {
-    // SAFETY: fd 0 stays open for the life of the process.
-    unsafe { BorrowedFd::borrow_raw(libc::STDIN_FILENO) }
+    rustix::stdio::stdin()
 }
 
 impl RawGuard {
@@ -50,18 +49,9 @@ pub fn size() -> (u16, u16) {
 }
 
 fn raw_size() -> (u16, u16) {
-    let mut ws = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCGWINSZ fills a winsize.
-    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
-    if ok && ws.ws_row > 0 && ws.ws_col > 0 {
-        (ws.ws_row, ws.ws_col)
-    } else {
-        (0, 0)
+    match rustix::termios::tcgetwinsize(std::io::stdout()) {
+        Ok(ws) if ws.ws_row > 0 && ws.ws_col > 0 => (ws.ws_row, ws.ws_col),
+        _ => (0, 0),
     }
 }
 

@@ -12,21 +12,8 @@ use std::time::Duration;
 
 use latch_client::{Client, ClientError, MetaPatch, NewSession};
 use latch_wire::{SessionId, SessionRef};
-use support::{alive, Reg};
+use support::{alive, Reg, Rng};
 
-/// Small deterministic PRNG (xorshift); seeded per run from the clock and printed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn micros(&mut self, max: u64) -> Duration {
-        Duration::from_micros(self.next() % max)
-    }
-}
 
 fn new_cat(client: &Client, id: &SessionId) -> SessionRef {
     let mut n = NewSession::default();

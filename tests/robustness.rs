@@ -584,3 +584,46 @@ fn an_unreadable_record_says_how_to_move_it_aside() {
     assert!(r.stderr.contains(path.to_str().unwrap()), "{r:?}");
     std::fs::write(&path, good).unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Non-UTF-8 environments and working directories
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_non_utf8_environment_is_no_panic_and_a_non_utf8_cwd_is_refused() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let reg = Reg::new();
+    let out = reg
+        .cmd()
+        .env("LATCH_TEST_BAD", OsStr::from_bytes(b"caf\xe9"))
+        .args([
+            "new",
+            "-d",
+            "--json",
+            "--id",
+            "env8",
+            "--",
+            "sh",
+            "-c",
+            "echo ${LATCH_TEST_BAD:-unset}; sleep 600",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(reg.wait_for("env8", "unset").contains("unset"));
+    let dir = reg.root.parent().unwrap().join(OsStr::from_bytes(b"d\xff"));
+    std::fs::create_dir(&dir).unwrap();
+    let out = reg
+        .cmd()
+        .current_dir(&dir)
+        .args(["new", "-d", "--id", "cwd8", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("UTF-8"),
+        "{out:?}"
+    );
+    assert!(!reg.path("cwd8.json").exists());
+}

@@ -219,7 +219,19 @@ impl Client {
         let cwd = cwd
             .canonicalize()
             .map_err(|e| ClientError::Other(format!("working directory {}: {e}", cwd.display())))?;
-        let mut env: BTreeMap<String, String> = std::env::vars().collect();
+        // The record and the creation spec are JSON: a working directory that is not
+        // UTF-8 is refused clearly rather than stored mangled.
+        let cwd_text = cwd.to_str().map(str::to_owned).ok_or_else(|| {
+            ClientError::Usage(format!(
+                "working directory {} is not UTF-8; latch records paths as text",
+                cwd.display()
+            ))
+        })?;
+        // Variables whose name or value is not UTF-8 cannot travel in the JSON
+        // creation spec; they are left out (SPEC.md §9.6), never a panic.
+        let mut env: BTreeMap<String, String> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
         for key in ["LATCH_SESSION_ID", "LATCH_INCARNATION", "TMUX", "STY"] {
             env.remove(key);
         }
@@ -234,7 +246,7 @@ impl Client {
             id,
             display_name: new.name,
             command,
-            cwd: cwd.to_string_lossy().into_owned(),
+            cwd: cwd_text,
             env,
             rows,
             cols,

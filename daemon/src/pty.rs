@@ -57,20 +57,13 @@ pub(crate) fn open(rows: u16, cols: u16) -> io::Result<PtyPair> {
 /// `TIOCSWINSZ`: sets the terminal size (the kernel sends SIGWINCH to the
 /// foreground process group).
 pub(crate) fn set_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<()> {
-    let ws = libc::winsize {
+    let ws = rustix::termios::Winsize {
         ws_row: rows,
         ws_col: cols,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
-    // SAFETY: TIOCSWINSZ reads one `winsize` through the pointer, which is valid for
-    // the duration of the call; `fd` is a borrowed, open terminal fd.
-    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    Ok(rustix::termios::tcsetwinsize(fd, ws)?)
 }
 
 /// Sets `O_NONBLOCK` on `fd`.
@@ -192,15 +185,7 @@ mod tests {
     #[test]
     fn pty_size_round_trips_and_reads_would_block() {
         let pair = open(7, 33).unwrap();
-        let mut ws = libc::winsize {
-            ws_row: 0,
-            ws_col: 0,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        // SAFETY: TIOCGWINSZ writes one winsize through a valid pointer.
-        let ret = unsafe { libc::ioctl(pair.slave.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) };
-        assert_eq!(ret, 0);
+        let ws = rustix::termios::tcgetwinsize(&pair.slave).unwrap();
         assert_eq!((ws.ws_row, ws.ws_col), (7, 33));
         set_nonblocking(pair.master.as_fd()).unwrap();
         let mut buf = [0u8; 16];

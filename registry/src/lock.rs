@@ -8,7 +8,6 @@
 
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -45,9 +44,16 @@ impl SessionLock {
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(path)
                 .map_err(|e| RegistryError::io(format!("open {}", path.display()), e))?;
-            // SAFETY: flock on a valid fd we own.
-            let ret = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if ret == 0 {
+            let locked =
+                rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+            if let Err(errno) = locked {
+                if errno != rustix::io::Errno::WOULDBLOCK {
+                    return Err(RegistryError::io(
+                        format!("flock {}", path.display()),
+                        errno.into(),
+                    ));
+                }
+            } else {
                 if same_inode(&file, path)? {
                     return Ok(Self {
                         file,
@@ -57,10 +63,6 @@ impl SessionLock {
                 }
                 // The holder unlinked it; retry on the current file.
                 continue;
-            }
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(RegistryError::io(format!("flock {}", path.display()), err));
             }
             let now = Instant::now();
             if now >= deadline {
@@ -127,11 +129,7 @@ mod tests {
         drop(first);
         // Someone who opened the old inode and now flocks it must not be told it
         // holds the lock: same_inode rejects it.
-        // SAFETY: flock on a valid fd.
-        assert_eq!(
-            unsafe { libc::flock(stale.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
-            0
-        );
+        rustix::fs::flock(&stale, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
         assert!(!same_inode(&stale, &path).unwrap());
         // A fresh acquisition creates a new file and holds it, concurrently with the
         // stale flock on the dead inode.

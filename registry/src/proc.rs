@@ -9,7 +9,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use serde::{Deserialize, Serialize};
 
@@ -149,17 +149,11 @@ pub struct PidFd {
 impl PidFd {
     /// `pidfd_open(pid, 0)`.
     pub fn open(pid: u32) -> io::Result<Self> {
-        let pid_t = libc::pid_t::try_from(pid)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
-        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-        let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid_t, 0) };
-        if ret < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let raw = RawFd::try_from(ret)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "fd out of range"))?;
-        // SAFETY: the kernel just returned this fd to us; we own it.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let raw = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+        let fd = rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty())?;
         Ok(Self { fd, pid })
     }
 
@@ -169,23 +163,16 @@ impl PidFd {
     }
 
     /// `pidfd_send_signal(fd, sig, NULL, 0)`. Fails with ESRCH once the process is
-    /// gone, never reaching another process.
+    /// gone, never reaching another process. Only the named signals (those with a
+    /// `SIG*` name on Linux: 1-31) can be sent; others are InvalidInput.
     pub fn send_signal(&self, sig: i32) -> io::Result<()> {
-        // SAFETY: a valid pidfd, a signal number, a null siginfo and zero flags.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.fd.as_raw_fd(),
-                sig,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
+        let sig = rustix::process::Signal::from_named_raw(sig).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no signal named {sig}"),
             )
-        };
-        if ret < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        })?;
+        Ok(rustix::process::pidfd_send_signal(&self.fd, sig)?)
     }
 
     /// Waits until the process has exited (the pidfd becomes readable), at most
@@ -197,9 +184,10 @@ impl PidFd {
         matches!(poll(&mut fds, timeout), Ok(n) if n > 0)
     }
 
-    /// Whether the process is still running (signal 0 through the pidfd).
+    /// Whether the process is still running: its pidfd is not readable yet (a
+    /// zombie has exited).
     pub fn is_alive(&self) -> bool {
-        self.send_signal(0).is_ok()
+        !self.wait_exit(std::time::Duration::ZERO)
     }
 
     /// The raw fd (readable once the process has exited).

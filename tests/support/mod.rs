@@ -184,3 +184,20 @@ pub fn wait_process_exit(pid: u32, limit: Duration) -> bool {
 pub fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists() && !latch_registry::proc::is_zombie(pid)
 }
+
+/// Small deterministic PRNG (xorshift64) for the race tests' start offsets; each
+/// test seeds it from the clock and prints the seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn micros(&mut self, max: u64) -> Duration {
+        Duration::from_micros(self.next() % max)
+    }
+}

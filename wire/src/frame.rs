@@ -225,156 +225,83 @@ impl LegacyPolicy {
     }
 }
 
-/// A typed refusal (SPEC.md §5). Encoded as a `u16` so that a client can carry
-/// a code it does not know ([`ErrorCode::Other`]) instead of failing to decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorCode {
-    /// 1: a frame other than HELLO arrived before negotiation.
-    NotNegotiated,
-    /// 2: an effect arrived before BIND.
-    NotBound,
-    /// 3: a second BIND on a bound connection.
-    AlreadyBound,
-    /// 4: BIND named another session id.
-    IdMismatch,
-    /// 5: BIND named another creation of this id.
-    IncarnationMismatch,
-    /// 6: no protocol version in common; detail carries the daemon's range.
-    VersionUnsupported,
-    /// 7: the daemon's policy forbids this (read-only client, legacy policy).
-    ForbiddenByPolicy,
-    /// 8: the frame could not be decoded.
-    Malformed,
-    /// 9: the frame's declared length exceeds the maximum.
-    FrameTooLarge,
-    /// 10: the client did not read its output fast enough and was cut off.
-    TooSlow,
-    /// 11: a second HELLO.
-    AlreadyNegotiated,
-    /// 12: the session is shutting down; no new binds or effects.
-    Draining,
-    /// 13: the daemon has too many connections.
-    TooManyConnections,
-    /// 14: the handshake did not complete in time.
-    HandshakeTimeout,
-    /// 15: the frame is legal only on an attached connection, or attached twice.
-    NotAttached,
-    /// 16: the program has already exited.
-    Exited,
-    /// 17: the daemon failed to perform the effect (detail says why).
-    Internal,
-    /// 18: a field is out of range (zero rows, unknown signal, overlong name).
-    InvalidArgument,
-    /// 19: ATTACH on a connection that is already attached.
-    AlreadyAttached,
-    /// 20: the program is not reading its input and the input queue is full
-    /// (SPEC.md §8); nothing of the refused INPUT was queued.
-    InputFull,
-    /// A code this build does not know.
-    Other(u16),
+/// Writes [`ErrorCode`] and its conversions from one table (as rustls's
+/// `enum_builder!`): each row is `number, name, fatal, Variant, doc`. The number
+/// is the code on the wire; the name is SPEC.md §4.3's and `--json`'s; a fatal
+/// code closes the connection after it is sent.
+macro_rules! error_codes {
+    ($($n:literal, $name:literal, $fatal:literal, $variant:ident, $doc:literal;)*) => {
+        /// A typed refusal (SPEC.md §5). Encoded as a `u16` so that a client can carry
+        /// a code it does not know ([`ErrorCode::Other`]) instead of failing to decode.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $(
+                #[doc = concat!(stringify!($n), ": ", $doc)]
+                $variant,
+            )*
+            /// A code this build does not know.
+            Other(u16),
+        }
+
+        impl ErrorCode {
+            /// The code's number on the wire.
+            pub fn to_u16(self) -> u16 {
+                match self {
+                    $(Self::$variant => $n,)*
+                    Self::Other(n) => n,
+                }
+            }
+
+            /// The code for a number on the wire.
+            pub fn from_u16(n: u16) -> Self {
+                match n {
+                    $($n => Self::$variant,)*
+                    n => Self::Other(n),
+                }
+            }
+
+            /// The code's name as written in SPEC.md and `--json` output.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                    Self::Other(_) => "other",
+                }
+            }
+
+            /// Whether the daemon closes the connection after sending this error
+            /// (SPEC.md §4.3). Refusals of a single request keep the connection open.
+            pub fn is_fatal(self) -> bool {
+                match self {
+                    $(Self::$variant => $fatal,)*
+                    Self::Other(_) => false,
+                }
+            }
+        }
+    };
 }
 
-impl ErrorCode {
-    /// The code's number on the wire.
-    pub fn to_u16(self) -> u16 {
-        match self {
-            Self::NotNegotiated => 1,
-            Self::NotBound => 2,
-            Self::AlreadyBound => 3,
-            Self::IdMismatch => 4,
-            Self::IncarnationMismatch => 5,
-            Self::VersionUnsupported => 6,
-            Self::ForbiddenByPolicy => 7,
-            Self::Malformed => 8,
-            Self::FrameTooLarge => 9,
-            Self::TooSlow => 10,
-            Self::AlreadyNegotiated => 11,
-            Self::Draining => 12,
-            Self::TooManyConnections => 13,
-            Self::HandshakeTimeout => 14,
-            Self::NotAttached => 15,
-            Self::Exited => 16,
-            Self::Internal => 17,
-            Self::InvalidArgument => 18,
-            Self::AlreadyAttached => 19,
-            Self::InputFull => 20,
-            Self::Other(n) => n,
-        }
-    }
-
-    /// The code for a number on the wire.
-    pub fn from_u16(n: u16) -> Self {
-        match n {
-            1 => Self::NotNegotiated,
-            2 => Self::NotBound,
-            3 => Self::AlreadyBound,
-            4 => Self::IdMismatch,
-            5 => Self::IncarnationMismatch,
-            6 => Self::VersionUnsupported,
-            7 => Self::ForbiddenByPolicy,
-            8 => Self::Malformed,
-            9 => Self::FrameTooLarge,
-            10 => Self::TooSlow,
-            11 => Self::AlreadyNegotiated,
-            12 => Self::Draining,
-            13 => Self::TooManyConnections,
-            14 => Self::HandshakeTimeout,
-            15 => Self::NotAttached,
-            16 => Self::Exited,
-            17 => Self::Internal,
-            18 => Self::InvalidArgument,
-            19 => Self::AlreadyAttached,
-            20 => Self::InputFull,
-            n => Self::Other(n),
-        }
-    }
-
-    /// The code's name as written in SPEC.md and `--json` output.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::NotNegotiated => "not-negotiated",
-            Self::NotBound => "not-bound",
-            Self::AlreadyBound => "already-bound",
-            Self::IdMismatch => "id-mismatch",
-            Self::IncarnationMismatch => "incarnation-mismatch",
-            Self::VersionUnsupported => "version-unsupported",
-            Self::ForbiddenByPolicy => "forbidden-by-policy",
-            Self::Malformed => "malformed",
-            Self::FrameTooLarge => "frame-too-large",
-            Self::TooSlow => "too-slow",
-            Self::AlreadyNegotiated => "already-negotiated",
-            Self::Draining => "draining",
-            Self::TooManyConnections => "too-many-connections",
-            Self::HandshakeTimeout => "handshake-timeout",
-            Self::NotAttached => "not-attached",
-            Self::Exited => "exited",
-            Self::Internal => "internal",
-            Self::InvalidArgument => "invalid-argument",
-            Self::AlreadyAttached => "already-attached",
-            Self::InputFull => "input-full",
-            Self::Other(_) => "other",
-        }
-    }
-
-    /// Whether the daemon closes the connection after sending this error
-    /// (SPEC.md §5). Refusals of a single request keep the connection open.
-    pub fn is_fatal(self) -> bool {
-        matches!(
-            self,
-            Self::NotNegotiated
-                | Self::AlreadyNegotiated
-                | Self::VersionUnsupported
-                | Self::Malformed
-                | Self::FrameTooLarge
-                | Self::TooSlow
-                | Self::TooManyConnections
-                | Self::HandshakeTimeout
-                | Self::IdMismatch
-                | Self::IncarnationMismatch
-                | Self::AlreadyBound
-        )
-    }
+error_codes! {
+    1, "not-negotiated", true, NotNegotiated, "a frame other than HELLO arrived before negotiation.";
+    2, "not-bound", false, NotBound, "an effect arrived before BIND.";
+    3, "already-bound", true, AlreadyBound, "a second BIND on a bound connection.";
+    4, "id-mismatch", true, IdMismatch, "BIND named another session id.";
+    5, "incarnation-mismatch", true, IncarnationMismatch, "BIND named another creation of this id.";
+    6, "version-unsupported", true, VersionUnsupported, "no protocol version in common; detail carries the daemon's range.";
+    7, "forbidden-by-policy", false, ForbiddenByPolicy, "the daemon's policy forbids this (read-only client, legacy policy).";
+    8, "malformed", true, Malformed, "the frame could not be decoded.";
+    9, "frame-too-large", true, FrameTooLarge, "the frame's declared length exceeds the maximum.";
+    10, "too-slow", true, TooSlow, "the client read nothing for CLIENT_STALL_MS and was cut off.";
+    11, "already-negotiated", true, AlreadyNegotiated, "a second HELLO.";
+    12, "draining", false, Draining, "the session is shutting down; no new binds or effects.";
+    13, "too-many-connections", true, TooManyConnections, "the daemon has too many connections.";
+    14, "handshake-timeout", true, HandshakeTimeout, "the handshake (or BIND) did not come in time.";
+    15, "not-attached", false, NotAttached, "reserved: a request that needs an attachment.";
+    16, "exited", false, Exited, "the program has already exited.";
+    17, "internal", false, Internal, "the daemon failed to perform the effect (detail says why).";
+    18, "invalid-argument", false, InvalidArgument, "a field is out of range (a size over the limits, an unknown signal, an overlong name).";
+    19, "already-attached", false, AlreadyAttached, "ATTACH on a connection that is already attached.";
+    20, "input-full", false, InputFull, "the program is not reading its input and the queue is full (SPEC.md §8); nothing of the refused INPUT was queued.";
 }
 
 impl std::fmt::Display for ErrorCode {

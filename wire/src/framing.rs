@@ -77,8 +77,7 @@ pub fn encode_frame<T: Serialize>(
 ) -> Result<(), FrameError> {
     let start = dst.len();
     dst.put_u32(0);
-    let mut writer = BytesMutWriter(dst);
-    if let Err(e) = postcard::to_io(value, &mut writer) {
+    if let Err(e) = postcard::to_io(value, (&mut *dst).writer()) {
         dst.truncate(start);
         return Err(FrameError::Encode(e.to_string()));
     }
@@ -93,18 +92,6 @@ pub fn encode_frame<T: Serialize>(
     let len32 = u32::try_from(len).map_err(|_| FrameError::TooLarge { len: u32::MAX, max })?;
     dst[start..start + HEADER_LEN].copy_from_slice(&len32.to_be_bytes());
     Ok(())
-}
-
-struct BytesMutWriter<'a>(&'a mut BytesMut);
-
-impl std::io::Write for BytesMutWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -205,14 +205,8 @@ impl Incarnation {
     /// and accumulates differences with OR; `black_box` keeps the optimiser from
     /// turning the fold into an early-exit comparison.
     pub fn ct_eq(&self, other: &Self) -> bool {
-        let mut diff = 0u8;
-        for (a, b) in self.nonce.iter().zip(other.nonce.iter()) {
-            diff |= a ^ b;
-        }
-        for (a, b) in self.tag.iter().zip(other.tag.iter()) {
-            diff |= a ^ b;
-        }
-        std::hint::black_box(diff) == 0
+        use subtle::ConstantTimeEq;
+        (self.nonce.ct_eq(&other.nonce) & self.tag.ct_eq(&other.tag)).into()
     }
 }
 

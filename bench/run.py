@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""latch side by side with the raw PTY, tmux, GNU screen and dtach (issue 7).
+"""latch side by side with the raw PTY, tmux, GNU screen and dtach.
 
 Run through bench/run.sh, which installs the peers and builds everything first.
 Prints one table of absolute figures and ratios from this run, and writes every

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # latch side by side with the raw PTY, tmux, GNU screen and dtach, in one run on the
-# same data (issue 7; BENCHMARKS.md explains every figure).
+# same data (BENCHMARKS.md explains every figure).
 #
 #   bench/run.sh            # about 6-8 minutes on 2 cores, then prints one table
 #   bench/run.sh --quick    # fewer repetitions, for trying the harness out

@@ -1,4 +1,4 @@
-//! The command line (BRIEF.md "The command line").
+//! The command line (SPEC.md §10).
 
 use std::path::PathBuf;
 

@@ -1,5 +1,5 @@
 //! End to end: the core loop with the real binary, real PTYs, real daemons
-//! (issue 3; BRIEF.md invariants 1, 2, 3, 5, 9).
+//! (SPEC.md §11 I1, 2, 3, 5, 9).
 
 // Pids read back from JSON records always fit; the casts are checked by the kernel.
 #![allow(clippy::cast_possible_truncation)]
@@ -514,7 +514,7 @@ fn other_uid_is_refused() {
     assert_eq!(b.status().unwrap().incarnation.to_string(), inc);
 }
 
-/// BRIEF.md invariant 2: STATUS is authored by the daemon from memory. A's daemon
+/// SPEC.md §11 I2: STATUS is authored by the daemon from memory. A's daemon
 /// keeps running while its id is reused by B (its record and socket path taken away
 /// behind its back); a connection held to A keeps reporting A, never B.
 #[test]

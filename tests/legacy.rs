@@ -1,8 +1,8 @@
 //! End to end: clients of the older `pty` framing under each legacy policy, and
 //! downgrade protection against daemons that do not answer latch protocol 2
-//! (issue 6; BRIEF.md invariant 10; SPEC.md §5.1, §6, §7).
+//! (SPEC.md §11 I10; SPEC.md §5.1, §6, §7).
 //!
-//! The legacy client here is written from SPEC.md §7 and ANCHORS.md alone: it does not
+//! The legacy client here is written from SPEC.md §7 alone: it does not
 //! use `latch_wire::legacy`. Packets are `[type u8][length u32 BE][payload]`, encoded and
 //! parsed by hand over a blocking `UnixStream` with read timeouts. Nothing sleeps: every
 //! wait is a socket read (with a timeout) or `latch peek --wait`.

@@ -1,4 +1,4 @@
-//! End to end: lifecycle safety (issue 5; BRIEF.md invariants 5 and 6): process
+//! End to end: lifecycle safety (SPEC.md §11 I5 and I6): process
 //! identity proofs, gc, crash recovery, exec, the draining fence, restart.
 
 // Pids read back from JSON records always fit; the casts are checked by the kernel.

@@ -1,4 +1,4 @@
-//! End to end: the immutable, MAC-bound owner (issue 17; seed 004; SPEC.md §2.4,
+//! End to end: the immutable, MAC-bound owner (seed 004; SPEC.md §2.4,
 //! §9.11). A tool proves a session is its own from the registry alone, with no file
 //! of its own; a forged owner is degraded, never unowned or someone else's.
 

@@ -1,4 +1,4 @@
-//! Owner preconditions against same-id replacement (issue 17, modelled on
+//! Owner preconditions against same-id replacement (modelled on
 //! tests/races.rs). Project A has lost its files: it knows no incarnation, only its
 //! owner. Its patch (by id, owner precondition only), tag and kill (resolved by id)
 //! and `gc --owner A --abandoned` race "remove A's session, create B's under the same
@@ -17,7 +17,6 @@ use std::time::Duration;
 use latch_client::{Client, ClientError, GcOptions, MetaPatch, NewSession};
 use latch_wire::{Owner, SessionId, SessionRef};
 use support::{alive, Reg, Rng};
-
 
 /// Creates `cat` under `id` owned by `owner`, in a fresh directory that is then
 /// removed (so `gc --abandoned` would stop it, but for the owner).

@@ -1,4 +1,4 @@
-//! Races against same-id replacement (issue 4): a patch, a kill and a tag update
+//! Races against same-id replacement: a patch, a kill and a tag update
 //! aimed at creation A race "remove A, create B under the same id"; none may ever
 //! touch B. Real daemons, real processes, random timing.
 
@@ -13,7 +13,6 @@ use std::time::Duration;
 use latch_client::{Client, ClientError, MetaPatch, NewSession};
 use latch_wire::{SessionId, SessionRef};
 use support::{alive, Reg, Rng};
-
 
 fn new_cat(client: &Client, id: &SessionId) -> SessionRef {
     let mut n = NewSession::default();

@@ -1,4 +1,4 @@
-//! End to end: identity-safe registry operations (issue 4; BRIEF.md invariants 4, 6,
+//! End to end: identity-safe registry operations (SPEC.md §11 I4, 6,
 //! 7 and 8).
 
 // Pids read back from JSON records always fit; the casts are checked by the kernel.

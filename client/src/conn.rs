@@ -154,7 +154,7 @@ pub struct Connection {
     negotiated: Negotiated,
 }
 
-/// Checks that the peer of `stream` runs as our effective uid (BRIEF.md invariant 9).
+/// Checks that the peer of `stream` runs as our effective uid (SPEC.md §11 I9).
 fn check_peer_uid(stream: &UnixStream) -> Result<(), ClientError> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
     let cred = getsockopt(stream, PeerCredentials).map_err(|e| {

@@ -1,4 +1,4 @@
-//! The client's typed errors and their exit codes (BRIEF.md "Exit codes").
+//! The client's typed errors and their exit codes (SPEC.md §10).
 
 use std::fmt;
 

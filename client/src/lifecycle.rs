@@ -1,4 +1,4 @@
-//! Lifecycle: gc, exec inside a session, restart (issue 5; BRIEF.md invariants 5, 6).
+//! Lifecycle: gc, exec inside a session, restart (SPEC.md §11 I5, 6).
 //!
 //! Every action follows one discipline: observe, then take the session lock,
 //! re-read the record, and act only if it still holds the incarnation observed (and

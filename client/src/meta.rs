@@ -1,4 +1,4 @@
-//! Exact-id metadata patches: compare and act under one lock (BRIEF.md invariant 4).
+//! Exact-id metadata patches: compare and act under one lock (SPEC.md §11 I4).
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! Display-name validation (BRIEF.md invariant 7), shared by the library and the CLI.
+//! Display-name validation (SPEC.md §11 I7), shared by the library and the CLI.
 
 use std::fmt;
 

@@ -1,4 +1,4 @@
-//! Receipts: durable evidence of one creation (BRIEF.md invariant 8, SPEC.md §9.10).
+//! Receipts: durable evidence of one creation (SPEC.md §11 I8, SPEC.md §9.10).
 
 use std::path::{Path, PathBuf};
 

@@ -53,7 +53,7 @@ pub(crate) async fn accept_loop(session: Rc<Session>, listener: UnixListener) {
                 continue;
             }
         };
-        // BRIEF.md invariant 9: the peer's uid, before a single byte is read.
+        // SPEC.md §11 I9: the peer's uid, before a single byte is read.
         match stream.peer_cred() {
             Ok(cred) if cred.uid() == euid => {}
             Ok(cred) => {

@@ -27,7 +27,7 @@
 //!    the one this daemon bound.
 //!
 //! What it deliberately does not do: read the registry to learn who it is (STATUS is
-//! answered from memory, BRIEF.md invariant 2); signal anything but its own child,
+//! answered from memory, SPEC.md §11 I2); signal anything but its own child,
 //! and that only through the pidfd it opened at spawn (invariant 5); decide protocol
 //! legality itself; touch another creation's record or socket, or any log or events
 //! file (its own record is removed only when its creator never learnt of it); answer

@@ -573,7 +573,7 @@ impl Session {
 
     // ----- status -----
 
-    /// STATUS from memory (BRIEF.md invariant 2).
+    /// STATUS from memory (SPEC.md §11 I2).
     pub fn status(&self) -> StatusReply {
         let (rows, cols) = self.size.get();
         let (cursor_row, cursor_col) = self.term.borrow_mut().cursor();

@@ -1,6 +1,6 @@
 //! The legacy STATUS object (SPEC.md §7). The strict STATUS is the typed
 //! `latch_wire::StatusReply`; both are built from the daemon's memory, never by
-//! re-reading the registry by id (BRIEF.md invariant 2).
+//! re-reading the registry by id (SPEC.md §11 I2).
 //!
 //! Legacy STATUS reply, one JSON object:
 //!

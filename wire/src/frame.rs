@@ -97,7 +97,7 @@ pub enum ServerFrame {
         /// Free-form daemon name and build, for diagnostics.
         server: String,
     },
-    /// Index 1. Who the daemon is (BRIEF.md invariant 2: from its own memory). Boxed
+    /// Index 1. Who the daemon is (SPEC.md §11 I2: from its own memory). Boxed
     /// to keep every frame small; a `Box` encodes exactly as its contents.
     Status(Box<StatusReply>),
     /// Index 2. The connection is bound to this creation.

@@ -199,7 +199,7 @@ impl Incarnation {
     }
 
     /// Compares two incarnations in time independent of where they differ
-    /// (BRIEF.md invariant 3).
+    /// (SPEC.md §11 I3).
     ///
     /// Both operands are fixed-size arrays, so the loop always visits all 32 bytes
     /// and accumulates differences with OR; `black_box` keeps the optimiser from

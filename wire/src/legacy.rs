@@ -1,4 +1,4 @@
-//! The legacy (version 1) `pty` framing, byte-exact with ANCHORS.md (SPEC.md §7).
+//! The legacy (version 1) `pty` framing, byte-exact with SPEC.md §7.
 //!
 //! ```text
 //! +-----------+------------------+---------------------+

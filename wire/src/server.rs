@@ -19,7 +19,7 @@
 //! quinn-proto's `Connection` does), so the deadlines of SPEC.md §8 are rules of
 //! this machine, covered by its tests and fuzz target like every other rule.
 //!
-//! **Central property** (BRIEF.md invariant 3, checked by proptest and fuzzing):
+//! **Central property** (SPEC.md §11 I3, checked by proptest and fuzzing):
 //! a strict connection yields [`Out::Effect`] only while it is bound to the
 //! daemon's own `{id, incarnation}`; a legacy connection yields a mutating effect
 //! (input, resize, signal, read-write attach) only under [`LegacyPolicy::Full`].

@@ -58,7 +58,7 @@ pub fn negotiate(client: VersionRange, server: VersionRange) -> Option<u16> {
 
 /// Client side: whether a WELCOME's chosen version is acceptable. A strict client
 /// never accepts a version outside the range it asked for, and in particular never
-/// one below its minimum (no silent downgrade; BRIEF.md invariant 10).
+/// one below its minimum (no silent downgrade; SPEC.md §11 I10).
 pub fn client_accepts(asked: VersionRange, chosen: u16) -> bool {
     asked.contains(chosen) && chosen >= STRICT_MIN_VERSION
 }

@@ -1,5 +1,5 @@
 //! The daemon's connection state machine and the client's handshake, in memory
-//! (SPEC.md §5, §7; BRIEF.md invariant 3).
+//! (SPEC.md §5, §7; SPEC.md §11 I3).
 //!
 //! - tables: every frame in every state, with the exact `Out` list and the state
 //!   after (error details are checked for style, then blanked for comparison);

@@ -1,4 +1,4 @@
-//! Emulator choice by measurement (issue 7).
+//! Emulator choice by measurement.
 //!
 //! ```sh
 //! cd bench/emulator && cargo run --release            # vt100, alacritty_terminal, avt

@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use latch_wire::ids::{INCARNATION_NONCE_LEN, INCARNATION_TAG_LEN};
@@ -142,20 +142,7 @@ impl Key {
             LoadError::Refused(RegistryError::io(format!("{what} {}", path.display()), e))
         };
         let meta = f.metadata().map_err(|e| refused_io("stat", e))?;
-        let euid = nix::unistd::geteuid().as_raw();
-        if meta.uid() != euid {
-            return Err(unsafe_key(format!(
-                "owned by uid {}, not by you (uid {euid})",
-                meta.uid()
-            )));
-        }
-        let mode = meta.permissions().mode() & 0o7777;
-        if mode != 0o600 {
-            return Err(unsafe_key(format!(
-                "mode is {mode:04o}, must be 0600 (fix with: chmod 600 {})",
-                path.display()
-            )));
-        }
+        crate::root::owned_by_us_with_mode(&meta, 0o600, path).map_err(unsafe_key)?;
         let mut bytes = Vec::with_capacity(KEY_LEN + 1);
         Read::by_ref(&mut f)
             .take(KEY_LEN as u64 + 1)
@@ -266,6 +253,7 @@ impl Key {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn mint_is_fresh_and_verifiable_only_under_its_key_and_id() {

@@ -81,19 +81,29 @@ pub fn check_root(root: &Path) -> Result<(), RegistryError> {
     if !meta.is_dir() {
         return Err(unsafe_root("it is not a directory".into()));
     }
+    owned_by_us_with_mode(&meta, 0o700, root).map_err(unsafe_root)
+}
+
+/// Whether a registry file (or the root) is ours with exactly `mode`; otherwise
+/// what is wrong and how to fix it (SPEC.md §9.1, §9.2).
+pub(crate) fn owned_by_us_with_mode(
+    meta: &fs::Metadata,
+    mode: u32,
+    path: &Path,
+) -> Result<(), String> {
     let euid = nix::unistd::geteuid().as_raw();
     if meta.uid() != euid {
-        return Err(unsafe_root(format!(
+        return Err(format!(
             "owned by uid {}, not by you (uid {euid})",
             meta.uid()
-        )));
+        ));
     }
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode != 0o700 {
-        return Err(unsafe_root(format!(
-            "mode is {mode:04o}, must be 0700 (fix with: chmod 700 {})",
-            root.display()
-        )));
+    let actual = meta.permissions().mode() & 0o7777;
+    if actual != mode {
+        return Err(format!(
+            "mode is {actual:04o}, must be {mode:04o} (fix with: chmod {mode:o} {})",
+            path.display()
+        ));
     }
     Ok(())
 }

@@ -17,6 +17,27 @@ pub enum ClientOpening {
     Unknown,
 }
 
+/// How a prefix compares with [`MAGIC`].
+enum Magic {
+    /// A byte differs.
+    Differs,
+    /// A proper prefix of MAGIC so far.
+    Partial,
+    /// All eight bytes.
+    Whole,
+}
+
+fn magic(prefix: &[u8]) -> Magic {
+    let n = prefix.len().min(MAGIC.len());
+    if prefix.get(..n) != MAGIC.get(..n) {
+        Magic::Differs
+    } else if n < MAGIC.len() {
+        Magic::Partial
+    } else {
+        Magic::Whole
+    }
+}
+
 /// The daemon-side rule:
 ///
 /// 1. no bytes yet: need more;
@@ -28,16 +49,11 @@ pub enum ClientOpening {
 pub fn classify_client_opening(prefix: &[u8]) -> ClientOpening {
     match prefix.first() {
         None => ClientOpening::NeedMore,
-        Some(&0x89) => {
-            let n = prefix.len().min(MAGIC.len());
-            if prefix[..n] != MAGIC[..n] {
-                ClientOpening::Unknown
-            } else if n < MAGIC.len() {
-                ClientOpening::NeedMore
-            } else {
-                ClientOpening::Strict
-            }
-        }
+        Some(&0x89) => match magic(prefix) {
+            Magic::Differs => ClientOpening::Unknown,
+            Magic::Partial => ClientOpening::NeedMore,
+            Magic::Whole => ClientOpening::Strict,
+        },
         Some(&b) if b <= code::GEOMETRY => ClientOpening::Legacy,
         Some(_) => ClientOpening::Unknown,
     }
@@ -63,16 +79,11 @@ pub enum ServerAnswer {
 pub fn classify_server_answer(prefix: &[u8]) -> ServerAnswer {
     match prefix.first() {
         None => ServerAnswer::NeedMore,
-        Some(&0x89) => {
-            let n = prefix.len().min(MAGIC.len());
-            if prefix[..n] != MAGIC[..n] {
-                ServerAnswer::Garbage
-            } else if n < MAGIC.len() {
-                ServerAnswer::NeedMore
-            } else {
-                ServerAnswer::Strict
-            }
-        }
+        Some(&0x89) => match magic(prefix) {
+            Magic::Differs => ServerAnswer::Garbage,
+            Magic::Partial => ServerAnswer::NeedMore,
+            Magic::Whole => ServerAnswer::Strict,
+        },
         Some(&b)
             if matches!(
                 b,

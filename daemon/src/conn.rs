@@ -38,7 +38,7 @@ use tokio_util::codec::FramedRead;
 use crate::fanout::{
     stall_timeout, Client, Phase, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
 };
-use crate::session::Session;
+use crate::session::{Screen, Session};
 
 /// Accepts connections until the task is aborted.
 pub(crate) async fn accept_loop(session: Rc<Session>, listener: UnixListener) {
@@ -294,6 +294,11 @@ fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out
                     read_only,
                 } => {
                     session.attach(client, rows, cols, read_only);
+                    Ok(())
+                }
+                // A legacy PEEK subscribes read-only, as pty's daemon does (SPEC.md §7).
+                Effect::Peek { plain, full } if conn.is_legacy() => {
+                    session.join(client, 0, 0, true, Screen::LegacyPeek { plain, full });
                     Ok(())
                 }
                 Effect::Peek { plain, full } => {

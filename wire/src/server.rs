@@ -143,6 +143,8 @@ pub enum ConnState {
 pub struct ServerConn {
     config: ServerConfig,
     state: ConnState,
+    /// A legacy connection that sent PEEK: a read-only subscription (SPEC.md §7).
+    legacy_peek: bool,
 }
 
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> Vec<Out> {
@@ -161,6 +163,7 @@ impl ServerConn {
         Self {
             config,
             state: ConnState::Accepted,
+            legacy_peek: false,
         }
     }
 
@@ -183,7 +186,8 @@ impl ServerConn {
                 ..
             }
         ) || (matches!(self.state, ConnState::Legacy { attached: true })
-            && self.config.legacy_policy == LegacyPolicy::Full)
+            && self.config.legacy_policy == LegacyPolicy::Full
+            && !self.legacy_peek)
     }
 
     /// Whether the connection is attached at all.
@@ -410,8 +414,9 @@ impl ServerConn {
             LegacyClientFrame::Status => vec![Out::Status],
             LegacyClientFrame::Detach => vec![Out::Effect(Effect::Detach), Out::Close],
             LegacyClientFrame::Unknown(_) => Vec::new(),
-            // A second ATTACH on an attached connection is ignored, as before.
-            LegacyClientFrame::Attach(_) if attached => Vec::new(),
+            // A second ATTACH or PEEK on an attached (or peeking) connection is
+            // ignored, as before.
+            LegacyClientFrame::Attach(_) | LegacyClientFrame::Peek { .. } if attached => Vec::new(),
             // While draining, PEEK and ATTACH cannot be served, and the old framing has
             // no error packet: close, so the client is not left waiting for a SCREEN
             // that never comes (a drain need not end). Input and resize are dropped.
@@ -419,7 +424,11 @@ impl ServerConn {
                 vec![Out::Close]
             }
             _ if env.draining => Vec::new(),
+            // PEEK subscribes read-only: GEOMETRY, SCREEN, then DATA and EXIT; its
+            // DATA and RESIZE are dropped under every policy (SPEC.md §7).
             LegacyClientFrame::Peek { plain, full } => {
+                self.state = ConnState::Legacy { attached: true };
+                self.legacy_peek = true;
                 vec![Out::Effect(Effect::Peek { plain, full })]
             }
             LegacyClientFrame::Attach(size) => {
@@ -435,9 +444,11 @@ impl ServerConn {
                     read_only: !full,
                 })]
             }
-            LegacyClientFrame::Data(b) if full => vec![Out::Effect(Effect::Input(b))],
+            LegacyClientFrame::Data(b) if full && !self.legacy_peek => {
+                vec![Out::Effect(Effect::Input(b))]
+            }
             LegacyClientFrame::Resize(Some((rows, cols)))
-                if full && check_size(rows, cols).is_ok() =>
+                if full && !self.legacy_peek && check_size(rows, cols).is_ok() =>
             {
                 vec![Out::Effect(Effect::Resize { rows, cols })]
             }

@@ -826,6 +826,42 @@ fn full_delivers_legacy_input_and_resize() {
     assert_eq!(line, "GOT:strict-too SIZE:21 71");
 }
 
+/// SPEC.md §7: legacy connections are counted and summarised in the daemon's log at
+/// most once a minute, never a line each; a refused one is one count, not two.
+#[test]
+fn legacy_connections_are_summarised_not_logged_one_by_one() {
+    let reg = Reg::new();
+    new_session(&reg, "lg-off", "off", LOOP);
+    new_session(&reg, "lg-obs", "observe", LOOP);
+    reg.wait_for("lg-obs", "READY");
+    let legacy_lines = |id: &str| {
+        std::fs::read_to_string(reg.path(&format!("{id}.log")))
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("legacy"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..5 {
+        let mut c = Legacy::connect(&reg, "lg-off");
+        c.send(DATA, b"x\n");
+        c.assert_closed_without_reply("policy off");
+    }
+    let off = legacy_lines("lg-off");
+    assert_eq!(off.len(), 1, "{off:#?}");
+    assert!(
+        off[0].contains("0 served, 1 refused, 0 with input"),
+        "{off:#?}"
+    );
+    for _ in 0..10 {
+        let mut c = Legacy::connect(&reg, "lg-obs");
+        c.send(DATA, b"x\n");
+        c.status();
+    }
+    let obs = legacy_lines("lg-obs");
+    assert_eq!(obs.len(), 1, "{obs:#?}");
+}
+
 // ---------------------------------------------------------------------------------
 // 4. The matrix {strict, legacy} x {off, observe, full}.
 // ---------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ use tokio_util::codec::FramedRead;
 use crate::fanout::{
     stall_timeout, Client, Phase, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
 };
+use crate::logging::{legacy_seen, LegacySeen};
 use crate::session::{Screen, Session};
 
 /// Accepts connections until the task is aborted.
@@ -203,30 +204,20 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf
         };
         let first = conn.state() == ConnState::Accepted;
         last_frame = Instant::now();
+        // Legacy connections are counted and summarised, never logged one by one.
+        let policy = session.legacy_policy();
         if first && framed.decoder().framing() == Framing::Legacy {
             client.set_legacy();
-            match session.legacy_policy() {
-                LegacyPolicy::Off => {
-                    log!(
-                        "connection {} refused: legacy framing, policy off",
-                        client.id
-                    )
-                }
-                policy => log!(
-                    "connection {} speaks the legacy framing (policy {})",
-                    client.id,
-                    policy.as_str()
-                ),
-            }
+            let seen = match policy {
+                LegacyPolicy::Off => LegacySeen::Refused,
+                _ => LegacySeen::Served,
+            };
+            legacy_seen(seen, policy.as_str());
         }
         if let Inbound::Legacy(LegacyClientFrame::Data(_) | LegacyClientFrame::Resize(_)) = &frame {
-            if session.legacy_policy() != LegacyPolicy::Full && !warned_dropped {
+            if policy == LegacyPolicy::Observe && !warned_dropped {
                 warned_dropped = true;
-                log!(
-                    "connection {}: legacy input/resize dropped under policy {}",
-                    client.id,
-                    session.legacy_policy().as_str()
-                );
+                legacy_seen(LegacySeen::Dropped, policy.as_str());
             }
         }
         let sent_input = matches!(

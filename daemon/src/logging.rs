@@ -146,3 +146,62 @@ mod tests {
         }
     }
 }
+
+/// What happened to one legacy connection, for [`legacy_seen`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LegacySeen {
+    /// Served under `observe` or `full`.
+    Served,
+    /// Closed at its first packet under `off`.
+    Refused,
+    /// Its input or resize was dropped (once per connection).
+    Dropped,
+}
+
+/// Legacy connections counted since the last summary line.
+#[derive(Debug, Default)]
+struct LegacyCounts {
+    served: u64,
+    refused: u64,
+    dropped: u64,
+    last: Option<std::time::Instant>,
+}
+
+static LEGACY: Mutex<LegacyCounts> = Mutex::new(LegacyCounts {
+    served: 0,
+    refused: 0,
+    dropped: 0,
+    last: None,
+});
+
+/// How often, at most, legacy connections are summarised in the log.
+const LEGACY_SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Counts a legacy connection event; logs one summary line at most once a minute
+/// (the first event at once), never a line per connection.
+pub(crate) fn legacy_seen(what: LegacySeen, policy: &str) {
+    let now = std::time::Instant::now();
+    let summary = {
+        let mut c = LEGACY.lock().unwrap_or_else(|e| e.into_inner());
+        match what {
+            LegacySeen::Served => c.served += 1,
+            LegacySeen::Refused => c.refused += 1,
+            LegacySeen::Dropped => c.dropped += 1,
+        }
+        if c.last
+            .is_some_and(|t| now.duration_since(t) < LEGACY_SUMMARY_EVERY)
+        {
+            return;
+        }
+        let s = format!(
+            "legacy connections since the last summary (policy {policy}): {} served, {} refused, {} with input or resize dropped",
+            c.served, c.refused, c.dropped
+        );
+        *c = LegacyCounts {
+            last: Some(now),
+            ..LegacyCounts::default()
+        };
+        s
+    };
+    line(format_args!("{summary}"));
+}

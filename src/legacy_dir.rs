@@ -42,6 +42,18 @@ fn other(msg: String) -> ClientError {
 
 /// Creates DIR (0700) or checks it, refusing the registry root and anything inside it.
 fn prepare(dir: &Path, root: &Path) -> Result<PathBuf, ClientError> {
+    // Checked before anything is created: DIR's parent resolved, plus its name.
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let resolved = parent
+        .canonicalize()
+        .map_err(|e| other(format!("{}: {e}", parent.display())))?
+        .join(dir.file_name().unwrap_or_default());
+    if resolved.starts_with(root) {
+        return Err(inside_root(&resolved));
+    }
     match fs::symlink_metadata(dir) {
         Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
             return Err(ClientError::Usage(format!(
@@ -80,13 +92,17 @@ fn prepare(dir: &Path, root: &Path) -> Result<PathBuf, ClientError> {
         .canonicalize()
         .map_err(|e| other(format!("{}: {e}", dir.display())))?;
     if dir.starts_with(root) {
-        return Err(ClientError::Usage(format!(
-            "{} is latch's registry root or inside it: older tools delete and rewrite files \
-             there; choose a directory of its own",
-            dir.display()
-        )));
+        return Err(inside_root(&dir));
     }
     Ok(dir)
+}
+
+fn inside_root(dir: &Path) -> ClientError {
+    ClientError::Usage(format!(
+        "{} is latch's registry root or inside it: older tools delete and rewrite files \
+         there; choose a directory of its own",
+        dir.display()
+    ))
 }
 
 /// The `<id>.json` pty reads (its `SessionMetadata`).

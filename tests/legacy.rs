@@ -862,6 +862,125 @@ fn legacy_connections_are_summarised_not_logged_one_by_one() {
     assert_eq!(obs.len(), 1, "{obs:#?}");
 }
 
+/// SPEC.md §7 "A directory for older tools": `latch legacy-dir DIR` gives older tools
+/// a 0700 directory of their own: a socket symlink and pty-shaped metadata per running
+/// session whose policy is not off, no `.pid`, and ended sessions' entries removed. It
+/// refuses latch's root, a directory inside it, and someone else's non-empty directory.
+#[test]
+fn legacy_dir_gives_older_tools_a_directory_of_their_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let reg = Reg::new();
+    for policy in ["off", "observe", "full"] {
+        new_session(&reg, &format!("ld-{policy}"), policy, LOOP);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pty");
+    let dir_s = dir.to_str().unwrap();
+    let root_before: Vec<(String, Vec<u8>)> = {
+        let mut v: Vec<_> = std::fs::read_dir(reg.path(""))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .map(|e| {
+                (
+                    e.file_name().into_string().unwrap(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+
+    let r = reg.run(&["legacy-dir", dir_s, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["sessions"],
+        serde_json::json!(["ld-full", "ld-observe"])
+    );
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    for policy in ["observe", "full"] {
+        let id = format!("ld-{policy}");
+        let link = dir.join(format!("{id}.sock"));
+        assert_eq!(std::fs::read_link(&link).unwrap(), sock(&reg, &id));
+        assert!(!dir.join(format!("{id}.pid")).exists(), "no pid file");
+        let meta: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).unwrap())
+                .unwrap();
+        let rec = reg.record(&id);
+        assert_eq!(meta["daemonPid"], rec["daemon"]["pid"], "{meta}");
+        // The daemon's start time, field 22 of /proc/PID/stat, as pty reads it.
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid_of(&rec["daemon"]["pid"])))
+            .unwrap();
+        let start = stat[stat.rfind(')').unwrap() + 2..]
+            .split(' ')
+            .nth(19)
+            .unwrap();
+        assert_eq!(
+            meta["recovery"]["processStartToken"],
+            format!("linux:{start}")
+        );
+        assert_eq!(meta["command"], "sh", "{meta}");
+        assert_eq!(meta["args"][0], "-c", "{meta}");
+        assert!(meta["createdAt"].as_str().unwrap().ends_with('Z'), "{meta}");
+        // A legacy client reaches the session through the link.
+        let mut c = Legacy {
+            stream: UnixStream::connect(&link).unwrap(),
+        };
+        c.stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        assert_eq!(c.status()["id"], id.as_str());
+    }
+    assert!(!dir.join("ld-off.sock").exists() && !dir.join("ld-off.json").exists());
+
+    // Refused: the root itself, a directory inside it, someone else's directory.
+    let root = reg.path("");
+    let inside = reg.path("sub");
+    for bad in [root.to_str().unwrap(), inside.to_str().unwrap()] {
+        let r = reg.run(&["legacy-dir", bad]);
+        assert_eq!(r.code, 2, "{bad}: {r:?}");
+    }
+    assert!(!inside.exists(), "nothing is created inside the root");
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.json"), b"mine").unwrap();
+    let r = reg.run(&["legacy-dir", foreign.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(std::fs::read(foreign.join("notes.json")).unwrap(), b"mine");
+
+    // A session ends: the refresh removes its entries and what a tool left for it.
+    reg.run(&["kill", "ld-full", "--wait"]).ok();
+    std::fs::write(dir.join("ld-full.pid"), b"1").unwrap();
+    let r = reg.run(&["legacy-dir", dir_s, "--json"]);
+    assert_eq!(r.json()["sessions"], serde_json::json!(["ld-observe"]));
+    for f in ["ld-full.sock", "ld-full.json", "ld-full.pid"] {
+        assert!(!dir.join(f).exists(), "{f} left behind");
+    }
+    assert!(dir.join("ld-observe.sock").exists());
+    // Nothing in latch's root was written but the ended session's own record.
+    let root_after: Vec<(String, Vec<u8>)> = {
+        let mut v: Vec<_> = std::fs::read_dir(reg.path(""))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .map(|e| {
+                (
+                    e.file_name().into_string().unwrap(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    for ((n1, b1), (n2, b2)) in root_before.iter().zip(&root_after) {
+        assert_eq!(n1, n2);
+        if n1 != "ld-full.json" {
+            assert_eq!(b1, b2, "{n1} changed");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // 4. The matrix {strict, legacy} x {off, observe, full}.
 // ---------------------------------------------------------------------------------

@@ -229,6 +229,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Create or refresh DIR, a directory for older `pty` tools: one entry per
+    /// running session whose legacy policy is not off (SPEC.md §7).
+    LegacyDir {
+        /// The directory (never the registry root; 0700).
+        dir: PathBuf,
+        /// Output JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Inside a session: replace its stored command (so a restart runs it) and run it.
     Exec {
         /// The program and its arguments.
@@ -346,6 +355,7 @@ impl Command {
             | Self::Rename { json, .. }
             | Self::Events { json, .. }
             | Self::Gc { json, .. }
+            | Self::LegacyDir { json, .. }
             | Self::Restart { json, .. } => *json,
             Self::Receipt {
                 op: ReceiptOp::Verify { json, .. },

@@ -337,6 +337,21 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             }
             Ok(verdict.exit_code())
         }
+        Command::LegacyDir { dir, json } => {
+            let (dir, ids) = crate::legacy_dir::refresh(&open(root)?, &dir)?;
+            if json {
+                println!("{}", json!({ "dir": dir, "sessions": ids }));
+            } else {
+                println!(
+                    "{}: {} session(s) {}",
+                    dir.display(),
+                    ids.len(),
+                    ids.join(" ")
+                );
+                println!("use it with: PTY_ROOT={} pty list", dir.display());
+            }
+            Ok(0)
+        }
         Command::Gc {
             dry_run,
             abandoned,

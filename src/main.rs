@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod events;
 mod keys;
+mod legacy_dir;
 mod output;
 
 use clap::Parser;

@@ -208,11 +208,17 @@ impl Legacy {
         v
     }
 
-    /// PEEK with `flags`: exactly one SCREEN. Proves nothing else follows it by asking
-    /// STATUS next on the same connection: the STATUS reply must be the next packet.
+    /// PEEK with `flags` on this connection (SPEC.md §7, a read-only subscription):
+    /// GEOMETRY, then one SCREEN, which is returned; DATA and EXIT follow later.
     #[track_caller]
     fn peek(&mut self, flags: u8) -> Vec<u8> {
         self.send(PEEK, &[flags]);
+        let g = self.packet("GEOMETRY");
+        assert_eq!(
+            g.kind(),
+            GEOMETRY,
+            "PEEK {flags:#04b}: expected GEOMETRY, got {g:?}"
+        );
         let p = self.packet("SCREEN");
         assert_eq!(
             p.header[0], SCREEN,
@@ -220,7 +226,6 @@ impl Legacy {
         );
         let len = u32::try_from(p.payload.len()).unwrap();
         assert_eq!(p.header[1..], len.to_be_bytes(), "length is big-endian");
-        self.status();
         p.payload
     }
 
@@ -265,6 +270,19 @@ impl Legacy {
             }
         }
     }
+}
+
+/// `terminal.rows` and `terminal.cols` of a legacy STATUS (SPEC.md §7).
+#[track_caller]
+fn rows_cols(v: &Value) -> (u64, u64) {
+    (
+        v["terminal"]["rows"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{v}")),
+        v["terminal"]["cols"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{v}")),
+    )
 }
 
 fn sock(reg: &Reg, id: &str) -> PathBuf {
@@ -440,11 +458,10 @@ fn peek_flags_select_plain_and_full() {
             ],
         );
         reg.wait_for(&id, "BOLD-END");
-        let mut c = Legacy::connect(&reg, &id);
         for flags in [0b00u8, 0b01, 0b10, 0b11] {
             let plain = flags & 1 != 0;
             let full = flags & 2 != 0;
-            let screen = c.peek(flags);
+            let screen = Legacy::connect(&reg, &id).peek(flags);
             let text = String::from_utf8_lossy(&screen);
             assert!(text.contains("BOLD-END"), "{policy} {flags:#04b}: {text:?}");
             assert!(text.contains("LINE-060"), "{policy} {flags:#04b}: {text:?}");
@@ -459,14 +476,74 @@ fn peek_flags_select_plain_and_full() {
                 "{policy} {flags:#04b}: ESC only without bit0 (the bold line has attributes)"
             );
         }
-        // A fresh connection may open with PEEK too.
-        let mut fresh = Legacy::connect(&reg, &id);
-        assert!(String::from_utf8_lossy(&fresh.peek(0b01)).contains("BOLD-END"));
+        // After STATUS, a connection may still PEEK.
+        let mut c = Legacy::connect(&reg, &id);
+        c.status();
+        assert!(String::from_utf8_lossy(&c.peek(0b01)).contains("BOLD-END"));
     }
 }
 
+/// Types as pty 0.12.0 declares them (`StatsResult`): every field it reads.
+#[track_caller]
+fn assert_pty_status_types(v: &Value) {
+    let num = |p: &str| v.pointer(p).is_some_and(Value::is_number);
+    let num_or_null = |p: &str| v.pointer(p).is_some_and(|x| x.is_number() || x.is_null());
+    let resources = |p: &str| {
+        v.pointer(p)
+            .is_some_and(|r| r.is_null() || (r["rssKb"].is_number() && r["cpuPercent"].is_number()))
+    };
+    assert!(v["name"].is_string(), "name: {v}");
+    for f in [
+        "cols",
+        "rows",
+        "cursorX",
+        "cursorY",
+        "scrollbackUsed",
+        "scrollbackCapacity",
+    ] {
+        assert!(num(&format!("/terminal/{f}")), "terminal.{f}: {v}");
+    }
+    assert!(v["process"]["alive"].is_boolean(), "process.alive: {v}");
+    assert!(num_or_null("/process/exitCode"), "process.exitCode: {v}");
+    assert!(num_or_null("/process/pid"), "process.pid: {v}");
+    assert!(resources("/process/resources"), "process.resources: {v}");
+    assert!(num("/daemon/pid"), "daemon.pid: {v}");
+    assert!(resources("/daemon/resources"), "daemon.resources: {v}");
+    for f in ["total", "attached", "readOnly"] {
+        assert!(num(&format!("/clients/{f}")), "clients.{f}: {v}");
+    }
+    for c in v["clients"]["connections"].as_array().expect("connections") {
+        match c["role"].as_str() {
+            Some("writable") => {
+                for f in ["rows", "cols", "lastRequestSequence"] {
+                    assert!(c[f].is_number(), "{f}: {c}");
+                }
+                assert!(
+                    c["constrains"]["rows"].is_boolean() && c["constrains"]["cols"].is_boolean()
+                );
+            }
+            Some("readonly") => {
+                assert_eq!(
+                    c["constrains"],
+                    serde_json::json!({"rows": false, "cols": false})
+                );
+            }
+            other => panic!("role {other:?}: {c}"),
+        }
+    }
+    for f in ["sgrMouse", "cursorHidden", "kittyKeyboard"] {
+        assert!(v["modes"][f].is_boolean(), "modes.{f}: {v}");
+    }
+    assert!(v["modes"]["kittyKeyboardFlags"].is_array(), "{v}");
+    assert!(num_or_null("/uptimeSeconds"), "uptimeSeconds: {v}");
+    assert!(
+        v["createdAt"].is_string() || v["createdAt"].is_null(),
+        "{v}"
+    );
+}
+
 #[test]
-fn status_json_carries_the_old_fields_plus_incarnation_and_policy() {
+fn status_json_has_ptys_shape_plus_latchs_fields() {
     for policy in ["observe", "full"] {
         let reg = Reg::new();
         let id = format!("st-{policy}");
@@ -483,39 +560,34 @@ fn status_json_carries_the_old_fields_plus_incarnation_and_policy() {
             "--",
             "sh",
             "-c",
-            "echo READY; exec cat",
+            "printf '\\033[?1006h\\033[?25l'; echo READY; exec cat",
         ];
         let r = reg.run(&args);
         assert_eq!(r.code, 0, "{r:?}");
         let printed = r.json();
         let inc = printed["incarnation"].as_str().unwrap().to_owned();
 
-        // Wait through a legacy attachment (no strict attachment ever exists here, so
-        // the client counts below are exact).
+        // A legacy attachment and a legacy peek (no strict attachment ever exists
+        // here, so the client counts below are exact).
         let mut att = Legacy::connect(&reg, &id);
-        let screen = att.attach(0, 0, (24, 80));
+        let screen = att.attach(20, 70, if policy == "full" { (20, 70) } else { (24, 80) });
         if !screen.contains("READY") {
             att.data_until("READY");
         }
+        let mut peeker = Legacy::connect(&reg, &id);
+        peeker.peek(1);
 
         let rec = reg.record(&id);
         let mut c = Legacy::connect(&reg, &id);
         let v = c.status();
+        assert_pty_status_types(&v);
         assert_eq!(v["name"], "legacy box", "{v}");
-        assert_eq!(v["id"], id.as_str(), "{v}");
-        assert_eq!(
-            v["incarnation"],
-            inc.as_str(),
-            "the incarnation `new` printed: {v}"
-        );
-        assert_eq!(v["legacyPolicy"], policy, "{v}");
-        assert_eq!(
-            (v["rows"].as_u64(), v["cols"].as_u64()),
-            (Some(24), Some(80)),
-            "{v}"
-        );
+        let (rows, cols) = if policy == "full" { (20, 70) } else { (24, 80) };
+        assert_eq!(rows_cols(&v), (rows, cols), "{v}");
+        assert!(v["terminal"]["cursorY"].as_u64().unwrap() < rows, "{v}");
+        assert_eq!(v["terminal"]["scrollbackCapacity"], rows + 10_000, "{v}");
         assert!(
-            v["cursor"]["row"].is_u64() && v["cursor"]["col"].is_u64(),
+            v["terminal"]["scrollbackUsed"].as_u64().unwrap() >= rows,
             "{v}"
         );
         assert_eq!(v["process"]["alive"], true, "{v}");
@@ -526,23 +598,129 @@ fn status_json_carries_the_old_fields_plus_incarnation_and_policy() {
             "{v}"
         );
         assert_eq!(
-            pid_of(&v["daemonPid"]),
+            pid_of(&v["daemon"]["pid"]),
             pid_of(&rec["daemon"]["pid"]),
             "{v}"
         );
-        assert_eq!(pid_of(&v["process"]["pid"]), pid_of(&printed["childPid"]));
-        // The attached legacy client counts as a writer under full, a reader otherwise.
-        let (writers, readers) = if policy == "full" { (1, 0) } else { (0, 1) };
-        assert_eq!(v["clients"]["writers"], writers, "{v}");
-        assert_eq!(v["clients"]["readers"], readers, "{v}");
-        assert!(v["uptimeSeconds"].is_u64(), "{v}");
+        assert!(
+            v["daemon"]["resources"]["rssKb"].as_u64().unwrap() > 0,
+            "{v}"
+        );
+        // The attached legacy client is a writer under full, read-only otherwise; the
+        // peek is read-only under both.
+        let (attached, read_only) = if policy == "full" { (1, 1) } else { (0, 2) };
+        assert_eq!(v["clients"]["total"], 2, "{v}");
+        assert_eq!(v["clients"]["attached"], attached, "{v}");
+        assert_eq!(v["clients"]["readOnly"], read_only, "{v}");
+        let roles: Vec<&str> = v["clients"]["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            roles.iter().filter(|r| **r == "writable").count(),
+            attached,
+            "{v}"
+        );
+        assert_eq!(v["modes"]["sgrMouse"], true, "{v}");
+        assert_eq!(v["modes"]["cursorHidden"], true, "{v}");
         let created = v["createdAt"].as_str().expect("createdAt is a string");
         assert!(
             created.len() == 24 && created.ends_with('Z') && created.as_bytes()[10] == b'T',
             "createdAt is ISO-8601 UTC with milliseconds: {created:?}"
         );
-        assert_eq!(v["createdAtMs"], rec["createdAtMs"], "{v}");
+        // latch's own fields beside pty's.
+        assert_eq!(v["id"], id.as_str(), "{v}");
+        assert_eq!(
+            v["incarnation"],
+            inc.as_str(),
+            "the incarnation `new` printed: {v}"
+        );
+        assert_eq!(v["legacyPolicy"], policy, "{v}");
         assert_eq!(v["draining"], false, "{v}");
+        assert_eq!(v["createdAtMs"], rec["createdAtMs"], "{v}");
+    }
+}
+
+/// SPEC.md §7: PEEK is a read-only subscription. After GEOMETRY and one SCREEN come
+/// the program's output as DATA and its end as EXIT; the peeking connection's own DATA
+/// and RESIZE are dropped, under `full` too.
+#[test]
+fn peek_follows_output_and_exit_read_only() {
+    for policy in ["observe", "full"] {
+        let reg = Reg::new();
+        let id = format!("pf-{policy}");
+        new_session(&reg, &id, policy, LOOP);
+        reg.wait_for(&id, "READY");
+        for flags in [0u8, 1] {
+            let mut c = Legacy::connect(&reg, &id);
+            let screen = c.peek(flags);
+            assert!(String::from_utf8_lossy(&screen).contains("READY"));
+            // The peeker's input and resize reach nothing.
+            c.send(DATA, b"evil-peek\n");
+            c.send(RESIZE, &size_payload(11, 11));
+            let marker = format!("follow-{flags}");
+            let (line, screen) = strict_round_trip(&reg, &id, &marker);
+            assert_eq!(line, format!("GOT:{marker} SIZE:24 80"), "{screen:?}");
+            assert!(
+                !screen.contains("evil"),
+                "peek input reached the PTY: {screen:?}"
+            );
+            // The round trip's output arrives on the peeking connection as DATA.
+            c.data_until(&format!("GOT:{marker}"));
+            assert_eq!(pty_size(&reg, &id), (24, 80));
+        }
+        // Then EXIT: the program ends while a peek follows it.
+        let mut c = Legacy::connect(&reg, &id);
+        c.peek(0);
+        reg.run(&["send", &id, "--keys", "C-d"]).ok();
+        let exit = loop {
+            let p = c.packet("EXIT");
+            if p.kind() != DATA {
+                break p;
+            }
+        };
+        assert_eq!(exit.header, [EXIT, 0, 0, 0, 4], "{exit:?}");
+        assert_eq!(exit.payload, 0i32.to_be_bytes(), "{exit:?}");
+        match c.next() {
+            Got::Closed => {}
+            other => panic!("expected the daemon to close after EXIT, got {other:?}"),
+        }
+    }
+}
+
+/// SPEC.md §7 "Legacy screens": PEEK's SCREEN is the screen as pty's daemon serializes
+/// it, line by line. The expected bytes were produced by pty 0.12.0's daemon (xterm.js
+/// and its serialize addon) from the same output on the same 24x80 terminal: colours
+/// (16, 256 and RGB), wide characters, and a cursor left mid-line.
+#[test]
+fn peek_screens_are_ptys_bytes() {
+    let program = [
+        "sh",
+        "-c",
+        "printf '\\033[32mgreen\\033[44m on blue\\033[0m\\n\\033[38;5;200mi200\\033[38;2;1;2;3mrgb\\033[m\\n日本語 wide\\n0123456789\\033[5DAB'; exec cat",
+    ];
+    let plain = "green on blue\ni200rgb\n日本語 wide\n01234AB789";
+    let ansi = "\x1b[32mgreen\x1b[44m on blue\x1b[0m\r\n\x1b[38;5;200mi200\x1b[38;2;1;2;3mrgb\r\n\x1b[0m日本語 wide\r\n01234AB789\x1b[3D";
+    for policy in ["observe", "full"] {
+        let reg = Reg::new();
+        let id = format!("pb-{policy}");
+        new_session(&reg, &id, policy, &program);
+        reg.wait_for(&id, "01234AB");
+        let got = |flags: u8| String::from_utf8(Legacy::connect(&reg, &id).peek(flags)).unwrap();
+        assert_eq!(got(1), plain, "plain PEEK under {policy}");
+        assert_eq!(
+            got(3),
+            plain,
+            "plain full PEEK under {policy} (nothing scrolled)"
+        );
+        let a = got(0);
+        assert_eq!(a, ansi, "ANSI PEEK under {policy}");
+        // Never a clear or an absolute move: it is printed where the caller's cursor is.
+        assert!(!a.contains("\x1b[H") && !a.contains("\x1b[2J") && !a.contains("\x1b[J"));
+        // Nothing has scrolled off: full scrollback is the same screen.
+        assert_eq!(got(2), ansi, "ANSI full PEEK under {policy}");
     }
 }
 
@@ -568,15 +746,9 @@ fn observe_drops_legacy_input_and_resize() {
     // connections' DATA and RESIZE were handled (and dropped) before them. On the
     // attached connection, no GEOMETRY may come before the STATUS (no resize).
     let v = cmd.status();
-    assert_eq!(
-        (v["rows"].as_u64(), v["cols"].as_u64()),
-        (Some(24), Some(80))
-    );
+    assert_eq!(rows_cols(&v), (24, 80));
     let v = att.status();
-    assert_eq!(
-        (v["rows"].as_u64(), v["cols"].as_u64()),
-        (Some(24), Some(80))
-    );
+    assert_eq!(rows_cols(&v), (24, 80));
 
     let (line, screen) = strict_round_trip(&reg, "obs", "strict-marker");
     assert_eq!(line, "GOT:strict-marker SIZE:24 80", "{screen:?}");
@@ -635,10 +807,7 @@ fn full_delivers_legacy_input_and_resize() {
     reg.wait_for("ful", "GOT:first SIZE:24 80");
     cmd.send(RESIZE, &size_payload(33, 101));
     let v = cmd.status();
-    assert_eq!(
-        (v["rows"].as_u64(), v["cols"].as_u64()),
-        (Some(33), Some(101))
-    );
+    assert_eq!(rows_cols(&v), (33, 101));
     cmd.send(DATA, b"second\n");
     reg.wait_for("ful", "GOT:second SIZE:33 101");
     assert_eq!(pty_size(&reg, "ful"), (33, 101));
@@ -655,6 +824,161 @@ fn full_delivers_legacy_input_and_resize() {
     // Strict clients keep working alongside.
     let (line, _) = strict_round_trip(&reg, "ful", "strict-too");
     assert_eq!(line, "GOT:strict-too SIZE:21 71");
+}
+
+/// SPEC.md §7: legacy connections are counted and summarised in the daemon's log at
+/// most once a minute, never a line each; a refused one is one count, not two.
+#[test]
+fn legacy_connections_are_summarised_not_logged_one_by_one() {
+    let reg = Reg::new();
+    new_session(&reg, "lg-off", "off", LOOP);
+    new_session(&reg, "lg-obs", "observe", LOOP);
+    reg.wait_for("lg-obs", "READY");
+    let legacy_lines = |id: &str| {
+        std::fs::read_to_string(reg.path(&format!("{id}.log")))
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("legacy"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..5 {
+        let mut c = Legacy::connect(&reg, "lg-off");
+        c.send(DATA, b"x\n");
+        c.assert_closed_without_reply("policy off");
+    }
+    let off = legacy_lines("lg-off");
+    assert_eq!(off.len(), 1, "{off:#?}");
+    assert!(
+        off[0].contains("0 served, 1 refused, 0 with input"),
+        "{off:#?}"
+    );
+    for _ in 0..10 {
+        let mut c = Legacy::connect(&reg, "lg-obs");
+        c.send(DATA, b"x\n");
+        c.status();
+    }
+    let obs = legacy_lines("lg-obs");
+    assert_eq!(obs.len(), 1, "{obs:#?}");
+}
+
+/// SPEC.md §7 "A directory for older tools": `latch legacy-dir DIR` gives older tools
+/// a 0700 directory of their own: a socket symlink and pty-shaped metadata per running
+/// session whose policy is not off, no `.pid`, and ended sessions' entries removed. It
+/// refuses latch's root, a directory inside it, and someone else's non-empty directory.
+#[test]
+fn legacy_dir_gives_older_tools_a_directory_of_their_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let reg = Reg::new();
+    for policy in ["off", "observe", "full"] {
+        new_session(&reg, &format!("ld-{policy}"), policy, LOOP);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pty");
+    let dir_s = dir.to_str().unwrap();
+    let root_before: Vec<(String, Vec<u8>)> = {
+        let mut v: Vec<_> = std::fs::read_dir(reg.path(""))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .map(|e| {
+                (
+                    e.file_name().into_string().unwrap(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+
+    let r = reg.run(&["legacy-dir", dir_s, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["sessions"],
+        serde_json::json!(["ld-full", "ld-observe"])
+    );
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    for policy in ["observe", "full"] {
+        let id = format!("ld-{policy}");
+        let link = dir.join(format!("{id}.sock"));
+        assert_eq!(std::fs::read_link(&link).unwrap(), sock(&reg, &id));
+        assert!(!dir.join(format!("{id}.pid")).exists(), "no pid file");
+        let meta: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).unwrap())
+                .unwrap();
+        let rec = reg.record(&id);
+        assert_eq!(meta["daemonPid"], rec["daemon"]["pid"], "{meta}");
+        // The daemon's start time, field 22 of /proc/PID/stat, as pty reads it.
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid_of(&rec["daemon"]["pid"])))
+            .unwrap();
+        let start = stat[stat.rfind(')').unwrap() + 2..]
+            .split(' ')
+            .nth(19)
+            .unwrap();
+        assert_eq!(
+            meta["recovery"]["processStartToken"],
+            format!("linux:{start}")
+        );
+        assert_eq!(meta["command"], "sh", "{meta}");
+        assert_eq!(meta["args"][0], "-c", "{meta}");
+        assert!(meta["createdAt"].as_str().unwrap().ends_with('Z'), "{meta}");
+        // A legacy client reaches the session through the link.
+        let mut c = Legacy {
+            stream: UnixStream::connect(&link).unwrap(),
+        };
+        c.stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        assert_eq!(c.status()["id"], id.as_str());
+    }
+    assert!(!dir.join("ld-off.sock").exists() && !dir.join("ld-off.json").exists());
+
+    // Refused: the root itself, a directory inside it, someone else's directory.
+    let root = reg.path("");
+    let inside = reg.path("sub");
+    for bad in [root.to_str().unwrap(), inside.to_str().unwrap()] {
+        let r = reg.run(&["legacy-dir", bad]);
+        assert_eq!(r.code, 2, "{bad}: {r:?}");
+    }
+    assert!(!inside.exists(), "nothing is created inside the root");
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.json"), b"mine").unwrap();
+    let r = reg.run(&["legacy-dir", foreign.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(std::fs::read(foreign.join("notes.json")).unwrap(), b"mine");
+
+    // A session ends: the refresh removes its entries and what a tool left for it.
+    reg.run(&["kill", "ld-full", "--wait"]).ok();
+    std::fs::write(dir.join("ld-full.pid"), b"1").unwrap();
+    let r = reg.run(&["legacy-dir", dir_s, "--json"]);
+    assert_eq!(r.json()["sessions"], serde_json::json!(["ld-observe"]));
+    for f in ["ld-full.sock", "ld-full.json", "ld-full.pid"] {
+        assert!(!dir.join(f).exists(), "{f} left behind");
+    }
+    assert!(dir.join("ld-observe.sock").exists());
+    // Nothing in latch's root was written but the ended session's own record.
+    let root_after: Vec<(String, Vec<u8>)> = {
+        let mut v: Vec<_> = std::fs::read_dir(reg.path(""))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .map(|e| {
+                (
+                    e.file_name().into_string().unwrap(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    for ((n1, b1), (n2, b2)) in root_before.iter().zip(&root_after) {
+        assert_eq!(n1, n2);
+        if n1 != "ld-full.json" {
+            assert_eq!(b1, b2, "{n1} changed");
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -693,6 +1017,8 @@ fn legacy_cells(reg: &Reg, id: &str, policy: &str) -> [String; 5] {
     c.send(PEEK, &[1]);
     let peek = match c.next() {
         Got::Packet(p) => {
+            assert_eq!(p.kind(), GEOMETRY, "{p:?}");
+            let p = c.packet("SCREEN");
             assert_eq!(p.kind(), SCREEN, "{p:?}");
             assert!(p.text().contains("READY"), "{p:?}");
             "screen"

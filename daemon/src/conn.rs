@@ -38,7 +38,8 @@ use tokio_util::codec::FramedRead;
 use crate::fanout::{
     stall_timeout, Client, Phase, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
 };
-use crate::session::Session;
+use crate::logging::{legacy_seen, LegacySeen};
+use crate::session::{Screen, Session};
 
 /// Accepts connections until the task is aborted.
 pub(crate) async fn accept_loop(session: Rc<Session>, listener: UnixListener) {
@@ -182,30 +183,20 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf
             Next::Frame(Some(Ok(frame))) => frame,
         };
         let first = conn.state() == ConnState::Accepted;
+        // Legacy connections are counted and summarised, never logged one by one.
+        let policy = session.legacy_policy();
         if first && framed.decoder().framing() == Framing::Legacy {
             client.set_legacy();
-            match session.legacy_policy() {
-                LegacyPolicy::Off => {
-                    log!(
-                        "connection {} refused: legacy framing, policy off",
-                        client.id
-                    )
-                }
-                policy => log!(
-                    "connection {} speaks the legacy framing (policy {})",
-                    client.id,
-                    policy.as_str()
-                ),
-            }
+            let seen = match policy {
+                LegacyPolicy::Off => LegacySeen::Refused,
+                _ => LegacySeen::Served,
+            };
+            legacy_seen(seen, policy.as_str());
         }
         if let Inbound::Legacy(LegacyClientFrame::Data(_) | LegacyClientFrame::Resize(_)) = &frame {
-            if session.legacy_policy() != LegacyPolicy::Full && !warned_dropped {
+            if policy == LegacyPolicy::Observe && !warned_dropped {
                 warned_dropped = true;
-                log!(
-                    "connection {}: legacy input/resize dropped under policy {}",
-                    client.id,
-                    session.legacy_policy().as_str()
-                );
+                legacy_seen(LegacySeen::Dropped, policy.as_str());
             }
         }
         let sent_input = matches!(
@@ -274,6 +265,11 @@ fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out
                     read_only,
                 } => {
                     session.attach(client, rows, cols, read_only);
+                    Ok(())
+                }
+                // A legacy PEEK subscribes read-only, as pty's daemon does (SPEC.md §7).
+                Effect::Peek { plain, full } if conn.is_legacy() => {
+                    session.join(client, 0, 0, true, Screen::LegacyPeek { plain, full });
                     Ok(())
                 }
                 Effect::Peek { plain, full } => {

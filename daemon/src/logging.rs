@@ -96,16 +96,7 @@ pub(crate) fn write_all_fd(
     Ok(())
 }
 
-/// Formats milliseconds since the Unix epoch as ISO-8601 UTC with milliseconds, the
-/// shape of JavaScript's `Date.prototype.toISOString` (`1970-01-01T00:00:00.000Z`),
-/// which the legacy `pty` clients parse.
-pub(crate) fn iso8601_ms(ms: u64) -> String {
-    i64::try_from(ms)
-        .ok()
-        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
-        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_else(|| "9999-12-31T23:59:59.999Z".to_owned())
-}
+pub(crate) use latch_registry::iso8601_ms;
 
 #[cfg(test)]
 mod tests {
@@ -124,4 +115,63 @@ mod tests {
             assert_eq!(iso8601_ms(ms), want, "{ms}");
         }
     }
+}
+
+/// What happened to one legacy connection, for [`legacy_seen`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LegacySeen {
+    /// Served under `observe` or `full`.
+    Served,
+    /// Closed at its first packet under `off`.
+    Refused,
+    /// Its input or resize was dropped (once per connection).
+    Dropped,
+}
+
+/// Legacy connections counted since the last summary line.
+#[derive(Debug, Default)]
+struct LegacyCounts {
+    served: u64,
+    refused: u64,
+    dropped: u64,
+    last: Option<std::time::Instant>,
+}
+
+static LEGACY: Mutex<LegacyCounts> = Mutex::new(LegacyCounts {
+    served: 0,
+    refused: 0,
+    dropped: 0,
+    last: None,
+});
+
+/// How often, at most, legacy connections are summarised in the log.
+const LEGACY_SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Counts a legacy connection event; logs one summary line at most once a minute
+/// (the first event at once), never a line per connection.
+pub(crate) fn legacy_seen(what: LegacySeen, policy: &str) {
+    let now = std::time::Instant::now();
+    let summary = {
+        let mut c = LEGACY.lock().unwrap_or_else(|e| e.into_inner());
+        match what {
+            LegacySeen::Served => c.served += 1,
+            LegacySeen::Refused => c.refused += 1,
+            LegacySeen::Dropped => c.dropped += 1,
+        }
+        if c.last
+            .is_some_and(|t| now.duration_since(t) < LEGACY_SUMMARY_EVERY)
+        {
+            return;
+        }
+        let s = format!(
+            "legacy connections since the last summary (policy {policy}): {} served, {} refused, {} with input or resize dropped",
+            c.served, c.refused, c.dropped
+        );
+        *c = LegacyCounts {
+            last: Some(now),
+            ..LegacyCounts::default()
+        };
+        s
+    };
+    line(format_args!("{summary}"));
 }

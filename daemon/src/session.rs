@@ -49,6 +49,26 @@ struct Attached {
     writer: bool,
     /// Its terminal size, if it announced one.
     size: Option<(u16, u16)>,
+    /// The SCREEN it gets, on joining and on each resynchronisation.
+    screen: Screen,
+}
+
+/// Which SCREEN an attached connection is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Screen {
+    /// The full repaint (ATTACH, strict or legacy).
+    Repaint,
+    /// pty's PEEK screen: a legacy PEEK subscription (SPEC.md §7).
+    LegacyPeek { plain: bool, full: bool },
+}
+
+impl Screen {
+    fn cut(self, term: &mut screen::Emulator) -> Bytes {
+        match self {
+            Self::Repaint => screen::attach_snapshot(term),
+            Self::LegacyPeek { plain, full } => screen::legacy_peek_snapshot(term, plain, full),
+        }
+    }
 }
 
 /// Input waiting for the PTY, in arrival order.
@@ -264,6 +284,11 @@ impl Session {
     /// step) every OUTPUT and EXIT after the cut. If the program has already exited,
     /// EXIT follows the SCREEN at once.
     pub fn attach(&self, client: &Rc<Client>, rows: u16, cols: u16, read_only: bool) {
+        self.join(client, rows, cols, read_only, Screen::Repaint);
+    }
+
+    /// ATTACH, or a legacy PEEK (read-only, with pty's screen): see [`attach`].
+    pub fn join(&self, client: &Rc<Client>, rows: u16, cols: u16, read_only: bool, kind: Screen) {
         let writer = !read_only;
         let size = (rows > 0 && cols > 0).then_some((rows, cols));
         if writer && self.exit.get().is_none() {
@@ -280,7 +305,7 @@ impl Session {
             }
         }
         let (r, c) = self.size.get();
-        let snapshot = screen::attach_snapshot(&mut self.term.borrow_mut());
+        let snapshot = kind.cut(&mut self.term.borrow_mut());
         // Stream frames: a client that falls behind already here is resynchronised
         // like any other.
         client.stream(client.geometry_frame(r, c));
@@ -289,7 +314,7 @@ impl Session {
             return;
         }
         if let Some(status) = self.exit.get() {
-            self.resync_now(client);
+            self.resync_now(client, kind);
             client.stream_final(client.exit_frame(status));
             return;
         }
@@ -297,6 +322,7 @@ impl Session {
             client: client.clone(),
             writer,
             size,
+            screen: kind,
         });
     }
 
@@ -312,12 +338,13 @@ impl Session {
             .attached
             .borrow()
             .iter()
-            .any(|a| a.client.id == client.id);
-        if !attached {
+            .find(|a| a.client.id == client.id)
+            .map(|a| a.screen);
+        let Some(kind) = attached else {
             client.resynced();
             return;
-        }
-        self.resync_now(client);
+        };
+        self.resync_now(client, kind);
         log!(
             "connection {} resynchronised with a fresh screen ({} so far)",
             client.id,
@@ -327,19 +354,18 @@ impl Session {
 
     /// Queues GEOMETRY and a fresh SCREEN for a client that is behind, whatever
     /// is still queued for it (at the program's exit, before EXIT).
-    fn resync_now(&self, client: &Client) {
+    fn resync_now(&self, client: &Client, kind: Screen) {
         if !client.is_behind() {
             return;
         }
         client.resynced();
         let (r, c) = self.size.get();
-        let snapshot = screen::attach_snapshot(&mut self.term.borrow_mut());
+        let snapshot = kind.cut(&mut self.term.borrow_mut());
         client.stream_final(client.geometry_frame(r, c));
         client.stream_final(client.screen_frame(snapshot));
     }
 
-    /// PEEK: one SCREEN (legacy connections too: SPEC.md §7 sends GEOMETRY on
-    /// attach only).
+    /// Strict PEEK: one SCREEN (a legacy PEEK is a subscription, [`join`]).
     pub fn peek(&self, client: &Client, plain: bool, full: bool) {
         let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
         client.send(client.screen_frame(snapshot));
@@ -554,7 +580,7 @@ impl Session {
         // behind, whatever the bound.
         let attached = std::mem::take(&mut *self.attached.borrow_mut());
         for a in &attached {
-            self.resync_now(&a.client);
+            self.resync_now(&a.client, a.screen);
             a.client.stream_final(a.client.exit_frame(status));
         }
     }
@@ -605,7 +631,26 @@ impl Session {
             .display_name
             .clone()
             .unwrap_or_else(|| self.own.id.to_string());
-        let json = status::legacy_json(&self.status(), &name, self.started.elapsed().as_secs());
+        let facts = {
+            let mut term = self.term.borrow_mut();
+            status::LegacyFacts {
+                name,
+                uptime_seconds: self.started.elapsed().as_secs(),
+                lines: screen::legacy_lines(&mut term),
+                modes: screen::legacy_modes(&mut term),
+                connections: self
+                    .attached
+                    .borrow()
+                    .iter()
+                    .map(|a| status::LegacyConn {
+                        writer: a.writer,
+                        size: a.size,
+                        seq: a.client.id,
+                    })
+                    .collect(),
+            }
+        };
+        let json = status::legacy_json(&self.status(), &facts);
         Outbound::Legacy(LegacyServerFrame::Status(Bytes::from(json.to_string())))
     }
 }

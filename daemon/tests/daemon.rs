@@ -634,10 +634,10 @@ fn legacy_client_observes_under_the_default_policy() {
     let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
     assert_eq!(v["name"], "s1");
     assert_eq!(v["incarnation"], d.incarnation().to_string());
-    assert_eq!(v["rows"], 24);
-    assert_eq!(v["cols"], 80);
+    assert_eq!(v["terminal"]["rows"], 24);
+    assert_eq!(v["terminal"]["cols"], 80);
     assert_eq!(v["process"]["alive"], true);
-    assert_eq!(v["clients"]["writers"], 1);
+    assert_eq!(v["clients"]["attached"], 1);
     assert_eq!(v["legacyPolicy"], "observe");
     assert!(v["createdAt"].as_str().unwrap().ends_with('Z'));
 
@@ -645,22 +645,20 @@ fn legacy_client_observes_under_the_default_policy() {
     legacy.send(LegacyClientFrame::Data(bytes::Bytes::from_static(
         b"legacy-evil\n",
     )));
+    // PEEK subscribes read-only (SPEC.md §7): GEOMETRY, SCREEN, then output, and
+    // it does not count as a writer.
     legacy.send(LegacyClientFrame::Peek {
         plain: true,
         full: false,
     });
-    let LegacyServerFrame::Screen(screen) = legacy.recv() else {
-        panic!("expected SCREEN")
-    };
-    assert!(String::from_utf8_lossy(&screen).contains("legacy-ok"));
-
-    // ...and attaching is read-only: it sees output, and does not count as a writer.
-    legacy.send(LegacyClientFrame::Attach(Some((10, 10))));
     assert!(matches!(
         legacy.recv(),
         LegacyServerFrame::Geometry { rows: 24, cols: 80 }
     ));
-    assert!(matches!(legacy.recv(), LegacyServerFrame::Screen(_)));
+    let LegacyServerFrame::Screen(screen) = legacy.recv() else {
+        panic!("expected SCREEN")
+    };
+    assert!(String::from_utf8_lossy(&screen).contains("legacy-ok"));
     w.send(ClientFrame::Input(bytes::Bytes::from_static(b"seen\n")));
     let mut text = String::new();
     while !text.contains("seen\r\nseen") {

@@ -337,6 +337,17 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// Formats milliseconds since the Unix epoch as ISO-8601 UTC with milliseconds, the
+/// shape of JavaScript's `Date.prototype.toISOString` (`1970-01-01T00:00:00.000Z`),
+/// which the legacy `pty` clients parse.
+pub fn iso8601_ms(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|| "9999-12-31T23:59:59.999Z".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,10 +50,12 @@
 mod emulator;
 #[cfg(test)]
 mod emulator_tests;
+mod legacy;
 mod scan;
 mod serialize;
 
 pub use emulator::{Emulator, NoSync};
+pub use legacy::{legacy_lines, legacy_modes, legacy_peek_snapshot, LegacyModes};
 
 use bytes::Bytes;
 use latch_wire::limits::MAX_SERVER_FRAME;

@@ -178,6 +178,8 @@ pub struct ServerConn {
     opened: Instant,
     /// When its last frame arrived.
     last_frame: Instant,
+    /// A legacy connection that sent PEEK: a read-only subscription (SPEC.md §7).
+    legacy_peek: bool,
 }
 
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> Vec<Out> {
@@ -198,6 +200,7 @@ impl ServerConn {
             state: ConnState::Accepted,
             opened: now,
             last_frame: now,
+            legacy_peek: false,
         }
     }
 
@@ -283,7 +286,8 @@ impl ServerConn {
                 ..
             }
         ) || (matches!(self.state, ConnState::Legacy { attached: true })
-            && self.config.legacy_policy == LegacyPolicy::Full)
+            && self.config.legacy_policy == LegacyPolicy::Full
+            && !self.legacy_peek)
     }
 
     /// Whether the connection is attached at all.
@@ -515,8 +519,9 @@ impl ServerConn {
             LegacyClientFrame::Status => vec![Out::Status],
             LegacyClientFrame::Detach => vec![Out::Effect(Effect::Detach), Out::Close],
             LegacyClientFrame::Unknown(_) => Vec::new(),
-            // A second ATTACH on an attached connection is ignored, as before.
-            LegacyClientFrame::Attach(_) if attached => Vec::new(),
+            // A second ATTACH or PEEK on an attached (or peeking) connection is
+            // ignored, as before.
+            LegacyClientFrame::Attach(_) | LegacyClientFrame::Peek { .. } if attached => Vec::new(),
             // While draining, PEEK and ATTACH cannot be served, and the old framing has
             // no error packet: close, so the client is not left waiting for a SCREEN
             // that never comes (a drain need not end). Input and resize are dropped.
@@ -527,7 +532,11 @@ impl ServerConn {
             // Nothing reaches a program that has exited; the old framing has no
             // error packet, so input and resize are dropped.
             LegacyClientFrame::Data(_) | LegacyClientFrame::Resize(_) if env.exited => Vec::new(),
+            // PEEK subscribes read-only: GEOMETRY, SCREEN, then DATA and EXIT; its
+            // DATA and RESIZE are dropped under every policy (SPEC.md §7).
             LegacyClientFrame::Peek { plain, full } => {
+                self.state = ConnState::Legacy { attached: true };
+                self.legacy_peek = true;
                 vec![Out::Effect(Effect::Peek { plain, full })]
             }
             LegacyClientFrame::Attach(size) => {
@@ -543,9 +552,11 @@ impl ServerConn {
                     read_only: !full,
                 })]
             }
-            LegacyClientFrame::Data(b) if full => vec![Out::Effect(Effect::Input(b))],
+            LegacyClientFrame::Data(b) if full && !self.legacy_peek => {
+                vec![Out::Effect(Effect::Input(b))]
+            }
             LegacyClientFrame::Resize(Some((rows, cols)))
-                if full && check_size(rows, cols).is_ok() =>
+                if full && !self.legacy_peek && check_size(rows, cols).is_ok() =>
             {
                 vec![Out::Effect(Effect::Resize { rows, cols })]
             }

@@ -480,14 +480,19 @@ fn legacy_rows(policy: LegacyPolicy, attached: bool) -> Vec<Row> {
         ),
         (F::LResizeZero, none(), here),
         (F::LResizeNone, none(), here),
-        (
-            F::LPeek,
-            eff(Effect::Peek {
-                plain: false,
-                full: true,
-            }),
-            here,
-        ),
+        // PEEK subscribes (SPEC.md §7): attached read-only; a second is ignored.
+        if attached {
+            (F::LPeek, none(), L1)
+        } else {
+            (
+                F::LPeek,
+                eff(Effect::Peek {
+                    plain: false,
+                    full: true,
+                }),
+                L1,
+            )
+        },
         (F::LStatus, status(), here),
         (F::LUnknown, none(), here),
     ]);
@@ -722,8 +727,7 @@ fn legacy_draining_changes(attached: bool) -> Vec<Row> {
         &[],
         here,
     );
-    rows.extend(all_give(&[F::LPeek], &[Out::Close], CLOSED));
-    let attach = [F::LAttach, F::LAttachNone];
+    let attach = [F::LAttach, F::LAttachNone, F::LPeek];
     rows.extend(if attached {
         all_give(&attach, &[], L1)
     } else {
@@ -750,6 +754,26 @@ fn legacy_under_observe_and_full() {
                 &with(&rows, legacy_draining_changes(attached)),
             );
         }
+    }
+}
+
+#[test]
+fn legacy_peek_is_a_read_only_subscription_under_every_policy() {
+    for policy in [LegacyPolicy::Observe, LegacyPolicy::Full] {
+        let mut conn = server_conn(policy);
+        assert_eq!(
+            feed(&mut conn, F::LPeek, policy),
+            eff(Effect::Peek {
+                plain: false,
+                full: true
+            })
+        );
+        assert_eq!(conn.state(), L1);
+        assert!(conn.is_attached() && !conn.is_writer());
+        for f in [F::LData, F::LResize, F::LAttach, F::LPeek] {
+            assert_eq!(feed(&mut conn, f, policy), none(), "{f:?} under {policy:?}");
+        }
+        assert_eq!(feed(&mut conn, F::LStatus, policy), status());
     }
 }
 

@@ -320,6 +320,21 @@ impl Client {
         )
     }
 
+    /// The screen `session`'s program left when it exited (SPEC §9.15), if its exit
+    /// is recorded and its screen was kept. An unreadable screen file is a degraded
+    /// read (exit 7).
+    pub fn final_screen(
+        &self,
+        session: &SessionRef,
+    ) -> Result<Option<latch_registry::FinalScreen>, ClientError> {
+        if !self.has_exited(session) {
+            return Ok(None);
+        }
+        self.registry
+            .read_final_screen(&session.id, &session.incarnation)
+            .map_err(|e| ClientError::Unreachable(e.to_string()))
+    }
+
     /// Reads a record; a corrupt one is a degraded read (exit 7), never an absence.
     pub fn read_checked(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
         match self.registry.read_record(id) {

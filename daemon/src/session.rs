@@ -89,7 +89,13 @@ pub(crate) struct Session {
     pub connection_gone: Notify,
     exit: Cell<Option<ExitStatus>>,
     draining: Cell<bool>,
+    /// Per terminal-event type: when one was last recorded, and how many were
+    /// dropped since (SPEC §9.9 rate limit).
+    event_times: RefCell<HashMap<&'static str, (Instant, u64)>>,
 }
+
+/// The least time between two recorded terminal events of one type (SPEC §9.9).
+const EVENT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Session {
     /// The session for a fresh creation, and the listening socket to serve it on.
@@ -123,6 +129,7 @@ impl Session {
             connection_gone: Notify::new(),
             exit: Cell::new(None),
             draining: Cell::new(false),
+            event_times: RefCell::new(HashMap::new()),
         };
         (session, created.listener)
     }
@@ -227,6 +234,7 @@ impl Session {
             self.detach(id);
         }
         self.term.borrow_mut().push(data);
+        self.settle();
     }
 
     /// Whether output is queued for the emulator.
@@ -237,6 +245,75 @@ impl Session {
     /// Applies the output queued for the emulator (when the program is quiet).
     pub fn apply_output(&self) {
         self.term.borrow_mut().flush();
+        self.settle();
+    }
+
+    /// Acts on what the emulator produced besides the screen: its answers to the
+    /// program's queries go to the program's input, ahead of nothing (they were
+    /// asked for now), and terminal events go to the event log, at most one per
+    /// type per `EVENT_MIN_INTERVAL` (SPEC §4.4, §9.9).
+    fn settle(&self) {
+        let (replies, events) = {
+            let mut term = self.term.borrow_mut();
+            (term.take_replies(), term.take_events())
+        };
+        if !replies.is_empty() && self.exit.get().is_none() {
+            let mut q = self.input.borrow_mut();
+            q.pending = q.pending.saturating_add(replies.len());
+            q.chunks.push_back(Bytes::from(replies));
+            drop(q);
+            self.input_ready.notify_one();
+        }
+        for e in events {
+            self.term_event(e);
+        }
+    }
+
+    fn term_event(&self, e: screen::TermEvent) {
+        use latch_registry::events::kind;
+        use serde_json::json;
+        let mut fields = serde_json::Map::new();
+        let kind = match e {
+            screen::TermEvent::Bell => kind::BELL,
+            screen::TermEvent::Title(t) => {
+                fields.insert("title".into(), json!(t));
+                kind::TITLE_CHANGE
+            }
+            screen::TermEvent::Notification { osc, title, body } => {
+                fields.insert("source".into(), json!(format!("osc{osc}")));
+                fields.insert("title".into(), json!(title));
+                fields.insert("body".into(), json!(body));
+                kind::NOTIFICATION
+            }
+            screen::TermEvent::CursorVisible(v) => {
+                fields.insert("visible".into(), json!(v));
+                kind::CURSOR_VISIBLE
+            }
+        };
+        let now = Instant::now();
+        let dropped = {
+            let mut times = self.event_times.borrow_mut();
+            let slot = times.entry(kind).or_insert((now - EVENT_MIN_INTERVAL, 0));
+            if now.duration_since(slot.0) < EVENT_MIN_INTERVAL {
+                slot.1 += 1;
+                return;
+            }
+            let dropped = slot.1;
+            *slot = (now, 0);
+            dropped
+        };
+        if dropped > 0 {
+            fields.insert("dropped".into(), json!(dropped));
+        }
+        self.claim.record_event(kind, fields);
+    }
+
+    /// Whether the emulator answers the program's queries: only while no
+    /// read-write client is attached, whose terminal answers them (SPEC §4.4).
+    fn update_answering(&self) {
+        let writers = self.attached.borrow().iter().any(|a| a.writer);
+        self.term.borrow_mut().set_answering(!writers);
+        self.settle();
     }
 
     /// Reads whatever the PTY still holds, without waiting (at the program's exit, so
@@ -281,6 +358,7 @@ impl Session {
         }
         let (r, c) = self.size.get();
         let snapshot = screen::attach_snapshot(&mut self.term.borrow_mut());
+        self.settle();
         // Stream frames: a client that falls behind already here is resynchronised
         // like any other.
         client.stream(client.geometry_frame(r, c));
@@ -298,6 +376,7 @@ impl Session {
             writer,
             size,
         });
+        self.update_answering();
     }
 
     /// Resynchronises a client that fell behind and has since read everything
@@ -342,6 +421,7 @@ impl Session {
     /// attach only).
     pub fn peek(&self, client: &Client, plain: bool, full: bool) {
         let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
+        self.settle();
         client.send(client.screen_frame(snapshot));
     }
 
@@ -504,6 +584,9 @@ impl Session {
         let gone = attached.remove(pos);
         let new = pty_size(attached.iter().map(|a| (a.writer, a.size)));
         drop(attached);
+        if gone.writer {
+            self.update_answering();
+        }
         if gone.writer && self.exit.get().is_none() {
             if let Some((r, c)) = new {
                 self.apply_size(r, c);
@@ -534,6 +617,7 @@ impl Session {
             return;
         }
         self.term.borrow_mut().resize(r.get(), c.get());
+        self.settle();
         self.size.set((rows, cols));
         self.broadcast(|c| c.geometry_frame(rows, cols));
     }
@@ -559,17 +643,38 @@ impl Session {
     pub fn program_exited(&self, status: ExitStatus) {
         self.exit.set(Some(status));
         self.discard_input();
-        self.claim.finish(ExitRecord {
+        let exit = ExitRecord {
             code: status.code,
             signal: status.signal,
             exited_at_ms: latch_registry::now_ms(),
-        });
+        };
+        let screen = self.final_screen(exit.clone());
+        self.claim.finish(exit, Some(screen));
         // EXIT reaches every attached client, after a fresh screen for any that is
         // behind, whatever the bound.
         let attached = std::mem::take(&mut *self.attached.borrow_mut());
         for a in &attached {
             self.resync_now(&a.client);
             a.client.stream_final(a.client.exit_frame(status));
+        }
+    }
+
+    /// The screen as the program left it, for `<id>.screen` (SPEC §9.15).
+    fn final_screen(&self, exit: ExitRecord) -> latch_registry::FinalScreen {
+        use latch_registry::screen::FINAL_FULL_MAX_BYTES as MAX;
+        let mut term = self.term.borrow_mut();
+        let (rows, cols) = self.size.get();
+        latch_registry::FinalScreen {
+            version: latch_registry::FINAL_SCREEN_VERSION,
+            id: self.own.id.clone(),
+            incarnation: self.own.incarnation,
+            rows,
+            cols,
+            exit,
+            plain: screen::capture(&mut term, true, false, MAX),
+            ansi: screen::capture(&mut term, false, false, MAX),
+            full_plain: screen::capture(&mut term, true, true, MAX),
+            full_ansi: screen::capture(&mut term, false, true, MAX),
         }
     }
 
@@ -591,6 +696,7 @@ impl Session {
     pub fn status(&self) -> StatusReply {
         let (rows, cols) = self.size.get();
         let (cursor_row, cursor_col) = self.term.borrow_mut().cursor();
+        self.settle();
         let attached = self.attached.borrow();
         let writers = attached.iter().filter(|a| a.writer).count();
         let readers = attached.len() - writers;

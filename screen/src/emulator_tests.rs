@@ -193,7 +193,7 @@ fn full_has_scrollback_then_screen_and_is_capped() {
     let full = e.plain(true);
     assert_eq!(full, "44\n45\n46\n47\n48\n49");
     let ansi = emu(3, 10, "\x1b[1ma\x1b[m\r\nb").formatted_lines(true);
-    assert_eq!(ansi, "\x1b[0;1ma\n\x1b[0mb");
+    assert_eq!(ansi, "\x1b[0;1ma\x1b[m\nb");
 }
 
 #[test]

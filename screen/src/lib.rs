@@ -57,10 +57,12 @@ mod modes;
 mod scan;
 mod serialize;
 mod side;
+mod strip;
 
 pub use effects::{default_color, xtversion_answer, TermEvent, DA2_ANSWER};
 pub use emulator::{Emulator, NoSync};
 pub use modes::RESTORE_MODES;
+pub use strip::PlainStream;
 
 use bytes::Bytes;
 use latch_wire::limits::MAX_SERVER_FRAME;
@@ -87,6 +89,11 @@ pub fn attach_snapshot(term: &mut Emulator) -> Bytes {
 
 /// The PEEK snapshot (see the module table).
 pub fn peek_snapshot(term: &mut Emulator, plain: bool, full: bool) -> Bytes {
+    Bytes::from(capture(term, plain, full, SCREEN_MAX))
+}
+
+/// A PEEK capture as text, keeping at most `max` bytes (its newest whole lines).
+pub fn capture(term: &mut Emulator, plain: bool, full: bool, max: usize) -> String {
     let text = match (plain, full) {
         (true, full) => term.plain(full),
         (false, full) => {
@@ -98,7 +105,7 @@ pub fn peek_snapshot(term: &mut Emulator, plain: bool, full: bool) -> Bytes {
             text
         }
     };
-    Bytes::from(keep_tail(text, SCREEN_MAX))
+    keep_tail(text, max)
 }
 
 /// Keeps at most `max` bytes: the newest whole lines, after an attribute reset.
@@ -135,7 +142,7 @@ mod tests {
         let ansi = peek_snapshot(&mut p, false, false);
         let ansi = std::str::from_utf8(&ansi).unwrap();
         // Line-based: SGR only, one line per row, never a cursor move or a clear.
-        assert_eq!(ansi, "\x1b[mone\n\x1b[0;1mtwo\n\x1b[0mthree\x1b[m");
+        assert_eq!(ansi, "\x1b[mone\n\x1b[0;1mtwo\x1b[m\nthree\x1b[m");
         let repaint = attach_snapshot(&mut p);
         let repaint = std::str::from_utf8(&repaint).unwrap();
         assert!(

@@ -57,8 +57,13 @@ impl Emulator {
         self.flush();
         let mode = *self.term.mode();
         let mut out = String::with_capacity(128);
-        for (m, n) in PRIVATE {
-            let _ = write!(out, "\x1b[?{n}{}", if mode.contains(m) { 'h' } else { 'l' });
+        // Resets first: a reset of one mouse mode clears the others in many
+        // terminals (tmux, xterm).
+        for (_, n) in PRIVATE.iter().filter(|(m, _)| !mode.contains(*m)) {
+            let _ = write!(out, "\x1b[?{n}l");
+        }
+        for (_, n) in PRIVATE.iter().filter(|(m, _)| mode.contains(*m)) {
+            let _ = write!(out, "\x1b[?{n}h");
         }
         out.push_str(if mode.contains(TermMode::APP_KEYPAD) {
             "\x1b="

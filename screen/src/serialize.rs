@@ -109,6 +109,12 @@ impl Emulator {
             };
             each(out, row, end, &mut pen);
             if !wrapped {
+                // Every line stands alone (grep, head, less -R): attributes end
+                // with it.
+                if pen != Pen::default() {
+                    out.push_str("\x1b[m");
+                    pen = Pen::default();
+                }
                 out.push('\n');
             }
         }

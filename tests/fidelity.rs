@@ -106,10 +106,6 @@ impl Tmux {
     fn latch(reg: &Reg, args: &str) -> String {
         format!("{} --root {} {args}", latch_bin(), reg.root.display())
     }
-
-    fn signal_cmd(&self, channel: &str) -> String {
-        format!("tmux -S {} wait-for -S {channel}", self.sock.display())
-    }
 }
 
 impl Drop for Tmux {
@@ -146,6 +142,7 @@ stty icanon
 echo "$label-asked"
 IFS= read -r line
 printf '%s-line:%q\n' "$label" "$line"
+[ "$label" = attached ] && exec sleep 1000
 "#;
 
 #[test]
@@ -248,4 +245,281 @@ while :; do sleep 1000 & wait $!; kill $! 2>/dev/null; done"#;
     tmux.ok(&["resize-window", "-t", "0", "-x", "90", "-y", "28"]);
     tmux.wait("bell");
     assert_eq!(tmux.flags(), "1 0 1 0 1", "attached again");
+}
+
+// ----- 3. the final screen -----
+
+#[test]
+fn an_exited_program_leaves_its_screen_and_its_code() {
+    let reg = Reg::new();
+    reg.new_session(
+        "x",
+        &[
+            "sh",
+            "-c",
+            "printf '\\033[31mred\\033[m\\n'; echo hi; exit 5",
+        ],
+    );
+    let r = reg.run(&["events", "x", "--wait", "session_exit", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(reg.root.join("x.screen").exists());
+
+    let r = reg.run(&["peek", "x"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout, "red\nhi\n");
+    assert!(r.stderr.contains("[x exited with code 5]"), "{r:?}");
+    let r = reg.run(&["peek", "x", "--ansi", "--full"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("\x1b[0;31mred\x1b[m\nhi"), "{r:?}");
+    let r = reg.run(&["peek", "x", "--wait", "hi"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = reg.run(&["peek", "x", "--wait", "never"]);
+    assert_eq!(r.code, 7, "{r:?}");
+
+    // attach (and peek --follow) show it and exit with the program's code.
+    let r = reg.run(&["attach", "x"]);
+    assert_eq!(r.code, 5, "{r:?}");
+    assert!(r.stdout.contains("hi"), "{r:?}");
+    let r = reg.run(&["peek", "-f", "x", "--plain"]);
+    assert_eq!(r.code, 5, "{r:?}");
+    assert_eq!(r.stdout, "red\nhi\n");
+
+    // status is unchanged: the exit comes from the record.
+    let st = reg.run(&["status", "x", "--json"]).json();
+    assert_eq!(st["exitCode"], 5);
+
+    // Removed with the record; a new creation of the id never shows it.
+    reg.run(&["rm", "x"]).ok();
+    assert!(!reg.root.join("x.screen").exists());
+}
+
+#[test]
+fn new_attached_shows_the_output_and_exits_with_the_code() {
+    let reg = Reg::new();
+    let tmux = Tmux::start(
+        24,
+        80,
+        &format!(
+            "{}; echo \"rc=$?\"; printf '\\a'; exec sleep 1000",
+            Tmux::latch(&reg, "new -- sh -c 'echo hi; exit 5'")
+        ),
+    );
+    tmux.wait("bell");
+    let shown = tmux.capture(&[]);
+    assert!(shown.contains("hi"), "{shown}");
+    assert!(shown.contains("rc=5"), "{shown}");
+    let killed = Tmux::start(
+        24,
+        80,
+        &format!(
+            "{}; echo \"rc=$?\"; printf '\\a'; exec sleep 1000",
+            Tmux::latch(&reg, "new -- sh -c 'echo bye; kill -TERM $$'")
+        ),
+    );
+    killed.wait("bell");
+    let shown = killed.capture(&[]);
+    assert!(shown.contains("bye") && shown.contains("rc=143"), "{shown}");
+}
+
+// ----- 4. scrollback into the attached terminal -----
+
+#[test]
+fn attach_history_writes_the_scrollback_first() {
+    let reg = Reg::new();
+    let prog = r#"trap 'printf "\a"' WINCH
+for i in $(seq 1 100); do echo "line $i"; done
+while :; do sleep 1000 & wait $!; kill $! 2>/dev/null; done"#;
+    reg.new_session("h", &["bash", "-c", prog]);
+    reg.wait_for("h", "line 100");
+    let tmux = Tmux::start(
+        30,
+        100,
+        &format!(
+            "{}; exec sleep 1000",
+            Tmux::latch(&reg, "attach h --history 50")
+        ),
+    );
+    tmux.wait("bell");
+    // tmux's own scrollback now holds the session's, up to the 50 lines asked for.
+    let all = tmux.capture(&["-S", "-200"]);
+    let lines: Vec<&str> = all.lines().filter(|l| l.starts_with("line ")).collect();
+    assert!(lines.contains(&"line 30"), "{all}");
+    assert!(!lines.contains(&"line 20"), "bounded by --history: {all}");
+    assert!(lines.contains(&"line 100"));
+
+    // defaults.json sets it for every attach.
+    std::fs::write(reg.root.join("defaults.json"), r#"{"attachHistory": 10}"#).unwrap();
+    let tmux = Tmux::start(
+        28,
+        90,
+        &format!("{}; exec sleep 1000", Tmux::latch(&reg, "attach h")),
+    );
+    tmux.wait("bell");
+    let all = tmux.capture(&["-S", "-200"]);
+    assert!(all.contains("line 70"), "{all}");
+    assert!(!all.contains("line 60\n"), "{all}");
+}
+
+// ----- 5. terminal events -----
+
+#[test]
+fn bells_titles_notifications_and_cursor_are_events() {
+    let reg = Reg::new();
+    let prog = r#"printf '\a\e]2;building\a\e]9;done\a\e]777;notify;CI;green\e\\\e[?25l'
+for i in $(seq 1 500); do printf '\a'; done
+echo rang; exec sleep 1000"#;
+    reg.new_session("e", &["bash", "-c", prog]);
+    let r = reg.run(&["events", "e", "--wait", "bell", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let bell = r.json();
+    assert_eq!(bell["type"], "bell");
+    assert_eq!(bell["id"], "e");
+    assert!(bell["incarnation"].as_str().unwrap().starts_with("v1."));
+    for t in ["title_change", "notification", "cursor_visible"] {
+        let r = reg.run(&["events", "e", "--wait", t, "--json"]);
+        assert_eq!(r.code, 0, "{t}: {r:?}");
+    }
+    reg.wait_for("e", "rang");
+    let all = reg.run(&["events", "e", "--json"]).ok().to_owned();
+    let events: Vec<serde_json::Value> = all
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |t: &str| {
+        events
+            .iter()
+            .filter(|e| e["type"] == t)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("title_change")[0]["title"], "building");
+    let notes = of("notification");
+    assert_eq!(notes[0]["source"], "osc9");
+    assert_eq!(notes[0]["body"], "done");
+    assert_eq!(notes[1]["source"], "osc777");
+    assert_eq!(notes[1]["title"], "CI");
+    assert_eq!(notes[1]["body"], "green");
+    assert_eq!(of("cursor_visible")[0]["visible"], false);
+    // 501 bells: rate-limited (a burst of 10), never one line each.
+    assert!(of("bell").len() <= 10, "{all}");
+}
+
+// ----- 6. follow and line-based ANSI -----
+
+#[test]
+fn peek_follow_streams_until_the_exit_code() {
+    let reg = Reg::new();
+    reg.new_session(
+        "f",
+        &[
+            "bash",
+            "-c",
+            "printf '\\e[1mstart\\e[m\\n'; read x; printf '\\e[32mgot %s\\e[m\\n' \"$x\"; exit 3",
+        ],
+    );
+    reg.wait_for("f", "start");
+    for plain in [true, false] {
+        let mut args = vec!["peek", "--follow", "f"];
+        if !plain {
+            args.push("--ansi");
+        }
+        let mut child = reg
+            .cmd()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        if plain {
+            assert_eq!(first, "start\n");
+        } else {
+            assert_eq!(first, "\x1b[m\x1b[0;1mstart\x1b[m\n");
+            break;
+        }
+        reg.run(&["send", "f", "ok", "--keys", "Enter"]).ok();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let st = child.wait_with_output().unwrap();
+        assert_eq!(st.status.code(), Some(3));
+        assert!(rest.contains("got ok\n"), "{rest:?}");
+        assert!(!rest.contains('\x1b'), "escapes stripped: {rest:?}");
+        assert!(String::from_utf8_lossy(&st.stderr).contains("[f exited with code 3]"));
+    }
+}
+
+#[test]
+fn peek_ansi_is_line_based() {
+    let reg = Reg::new();
+    reg.new_session(
+        "a",
+        &[
+            "sh",
+            "-c",
+            "printf '\\033[2J\\033[5;3H\\033[31mred\\033[m\\033[1;1Htop\\n'; exec sleep 1000",
+        ],
+    );
+    reg.wait_for("a", "red");
+    let out = reg.run(&["peek", "a", "--ansi"]).ok().to_owned();
+    assert_eq!(out, "\x1b[mtop\n\n\n\n  \x1b[0;31mred\x1b[m\x1b[m\n");
+    for bad in ["\x1b[H", "\x1b[J", "\x1b[?25"] {
+        assert!(!out.contains(bad), "{bad:?} in {out:?}");
+    }
+}
+
+// ----- 7. plain text against tmux -----
+
+/// Byte streams that exercise wrapping, CR, tabs, wide and combining characters,
+/// cursor moves, erases, scroll regions, insert/delete line, the alternate screen
+/// and save/restore.
+const STREAMS: &[&str] = &[
+    "a\\tb\\n\\tx\\ty\\n12345678\\tz\\n",
+    "hello world\\rHELLO\\n",
+    "wide: \\344\\275\\240\\345\\245\\275 e\\314\\201 end\\n",
+    "\\033[3;5Hmoved\\033[1;1Hhome\\033[10;70Hright\\n",
+    "0123456789\\033[1;5H\\033[K\\n\\033[2Jcleared\\n",
+    "top\\n\\033[2;5r\\033[5;1Hl1\\nl2\\nl3\\nl4\\nl5\\n\\033[r\\033[20;1Hbottom",
+    "one\\ntwo\\nthree\\n\\033[2;1H\\033[Linserted\\n\\033[M",
+    "main\\n\\033[?1049halt screen\\033[?1049lback\\n",
+    "\\0337\\033[10;10Hsaved\\0338restored\\n",
+];
+
+#[test]
+fn plain_text_matches_tmux() {
+    let reg = Reg::new();
+    let dir = tempfile::tempdir().unwrap();
+    let long: String = "x".repeat(100) + "\\tafter wrap\\n";
+    let streams: Vec<String> = STREAMS
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([long])
+        .collect();
+    for (i, stream) in streams.iter().enumerate() {
+        let file = dir.path().join(format!("s{i}"));
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '{}' > {}", stream, file.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        // Both get the bytes then a BEL, which draws nothing and tells us they
+        // are done: latch records it as an event, tmux runs its alert-bell hook.
+        let play = format!("cat {}; printf '\\a'; exec sleep 1000", file.display());
+        let id = format!("d{i}");
+        reg.new_session(&id, &["sh", "-c", &play]);
+        let tmux = Tmux::start(24, 80, &play);
+        let r = reg.run(&["events", &id, "--wait", "bell"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        tmux.wait("bell");
+        let ours = reg.run(&["peek", &id, "--plain"]).ok().to_owned();
+        let theirs = tmux.capture(&["-J"]);
+        let norm = |s: &str| {
+            let lines: Vec<&str> = s.lines().map(str::trim_end).collect();
+            lines.join("\n").trim_end_matches('\n').to_owned()
+        };
+        assert_eq!(norm(&ours), norm(&theirs), "stream {stream:?}");
+        assert!(!ours.contains('\t'), "{ours:?}");
+    }
 }

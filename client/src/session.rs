@@ -327,6 +327,12 @@ impl Client {
         &self,
         session: &SessionRef,
     ) -> Result<Option<latch_registry::FinalScreen>, ClientError> {
+        // The daemon unlinks its socket, keeps the screen and records the exit in
+        // one critical section: under the lock, a gone socket implies both.
+        let _lock = self
+            .registry
+            .lock(&session.id, latch_registry::DEFAULT_LOCK_WAIT)
+            .map_err(|e| ClientError::Unreachable(e.to_string()))?;
         if !self.has_exited(session) {
             return Ok(None);
         }

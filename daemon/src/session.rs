@@ -89,13 +89,23 @@ pub(crate) struct Session {
     pub connection_gone: Notify,
     exit: Cell<Option<ExitStatus>>,
     draining: Cell<bool>,
-    /// Per terminal-event type: when one was last recorded, and how many were
-    /// dropped since (SPEC §9.9 rate limit).
-    event_times: RefCell<HashMap<&'static str, (Instant, u64)>>,
+    /// Per terminal-event type, its rate limit (SPEC §9.9).
+    event_buckets: RefCell<HashMap<&'static str, Bucket>>,
 }
 
-/// The least time between two recorded terminal events of one type (SPEC §9.9).
-const EVENT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// A token bucket: `EVENT_BURST` events of one type at once, then one per
+/// `EVENT_REFILL`; the next event recorded says how many were dropped.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+    dropped: u64,
+}
+
+/// Terminal events of one type recorded at once at most (SPEC §9.9).
+const EVENT_BURST: f64 = 10.0;
+/// Then one more per this long.
+const EVENT_REFILL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Session {
     /// The session for a fresh creation, and the listening socket to serve it on.
@@ -129,7 +139,7 @@ impl Session {
             connection_gone: Notify::new(),
             exit: Cell::new(None),
             draining: Cell::new(false),
-            event_times: RefCell::new(HashMap::new()),
+            event_buckets: RefCell::new(HashMap::new()),
         };
         (session, created.listener)
     }
@@ -249,9 +259,8 @@ impl Session {
     }
 
     /// Acts on what the emulator produced besides the screen: its answers to the
-    /// program's queries go to the program's input, ahead of nothing (they were
-    /// asked for now), and terminal events go to the event log, at most one per
-    /// type per `EVENT_MIN_INTERVAL` (SPEC §4.4, §9.9).
+    /// program's queries go to the program's input queue, and terminal events go
+    /// to the event log, as far as each type's `Bucket` allows (SPEC §4.4, §9.9).
     fn settle(&self) {
         let (replies, events) = {
             let mut term = self.term.borrow_mut();
@@ -292,15 +301,21 @@ impl Session {
         };
         let now = Instant::now();
         let dropped = {
-            let mut times = self.event_times.borrow_mut();
-            let slot = times.entry(kind).or_insert((now - EVENT_MIN_INTERVAL, 0));
-            if now.duration_since(slot.0) < EVENT_MIN_INTERVAL {
-                slot.1 += 1;
+            let mut buckets = self.event_buckets.borrow_mut();
+            let b = buckets.entry(kind).or_insert(Bucket {
+                tokens: EVENT_BURST,
+                at: now,
+                dropped: 0,
+            });
+            let refill = now.duration_since(b.at).as_secs_f64() / EVENT_REFILL.as_secs_f64();
+            b.tokens = (b.tokens + refill).min(EVENT_BURST);
+            b.at = now;
+            if b.tokens < 1.0 {
+                b.dropped += 1;
                 return;
             }
-            let dropped = slot.1;
-            *slot = (now, 0);
-            dropped
+            b.tokens -= 1.0;
+            std::mem::take(&mut b.dropped)
         };
         if dropped > 0 {
             fields.insert("dropped".into(), json!(dropped));

@@ -296,3 +296,26 @@ fn attach_repaint_carries_the_modes() {
     assert!(snap.starts_with("\x1b[?1049l") && snap.contains("\x1b[?1000l\x1b[?1002l"));
     assert!(snap.ends_with("\x1b>\x1b[4l\x1b[0 q"), "{snap:?}");
 }
+
+#[test]
+fn the_terminal_type_is_the_one_spec_documents() {
+    let spec = include_str!("../../SPEC.md");
+    assert!(spec.contains("| DA2 `CSI > c` | `CSI > 0 ; 0 ; 0 c` |"));
+    assert_eq!(crate::DA2_ANSWER, "\x1b[>0;0;0c");
+    assert!(spec.contains("| XTVERSION `CSI > q`, `CSI > 0 q` | `DCS > \\| latch VERSION ST` |"));
+    assert!(crate::xtversion_answer().starts_with("\x1bP>|latch "));
+    assert!(spec.contains("foreground `e5e5e5`, background `000000`"));
+    assert_eq!(
+        crate::default_color(257),
+        alacritty_terminal::vte::ansi::Rgb { r: 0, g: 0, b: 0 }
+    );
+    assert_eq!(
+        crate::default_color(256),
+        alacritty_terminal::vte::ansi::Rgb {
+            r: 0xe5,
+            g: 0xe5,
+            b: 0xe5
+        }
+    );
+    assert!(spec.contains("(`EVENT_BURST`)"));
+}

@@ -102,9 +102,8 @@ fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i
 }
 
 /// The last `n` lines of the session's scrollback (above its visible screen), as
-/// line-based ANSI, then enough line feeds to scroll them into this terminal's own
-/// scrollback before the repaint clears the screen (SPEC §5.4, `attach --history`).
-fn history(bound: &mut latch_client::Bound, n: usize, rows: u16) -> Result<Vec<u8>, ClientError> {
+/// line-based ANSI, each ending in CR LF (`attach --history`).
+fn history(bound: &mut latch_client::Bound, n: usize) -> Result<Vec<u8>, ClientError> {
     let full = bound.peek(false, true)?;
     let visible = bound.peek(false, false)?;
     let full = String::from_utf8_lossy(&full);
@@ -122,10 +121,26 @@ fn history(bound: &mut latch_client::Bound, n: usize, rows: u16) -> Result<Vec<u
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\x1b[m\r\n");
     }
+    Ok(out)
+}
+
+/// What this terminal gets before the attach repaint, so that nothing it showed is
+/// lost (SPEC §5.4): unless the repaint switches to the alternate screen (which
+/// keeps this one) and there is no history, from the bottom row, the history lines
+/// and then a screenful of line feeds scroll everything into the terminal's own
+/// scrollback, out of reach of the repaint's clear. Nothing when `rows` is 0 (not
+/// a terminal).
+fn preface(history: &[u8], repaint: &[u8], rows: u16) -> Vec<u8> {
+    let alternate = repaint.starts_with(b"\x1b[?1049h");
+    if rows == 0 || (alternate && history.is_empty()) {
+        return Vec::new();
+    }
+    let mut out = format!("\x1b[{rows};1H").into_bytes();
+    out.extend_from_slice(history);
     for _ in 0..rows {
         out.extend_from_slice(b"\r\n");
     }
-    Ok(out)
+    out
 }
 
 /// The terminal size of stdout, clamped into the daemon's limits (SPEC.md §8: a
@@ -183,7 +198,7 @@ pub fn interactive(
         Err(e) => return show_final(client, session, e),
     };
     let scrollback = if history_lines > 0 {
-        history(&mut bound, history_lines, rows)?
+        history(&mut bound, history_lines)?
     } else {
         Vec::new()
     };
@@ -191,7 +206,7 @@ pub fn interactive(
     let guard = RawGuard::enter();
     let saved = guard.saved.clone();
     let mut stdout = std::io::stdout();
-    let _ = stdout.write_all(&scrollback);
+    let _ = stdout.write_all(&preface(&scrollback, &attached.screen, rows));
     let _ = stdout.write_all(&attached.screen);
     let _ = stdout.flush();
 

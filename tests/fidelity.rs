@@ -523,3 +523,32 @@ fn plain_text_matches_tmux() {
         assert!(!ours.contains('\t'), "{ours:?}");
     }
 }
+
+#[test]
+fn attach_keeps_what_the_terminal_showed_in_its_scrollback() {
+    let reg = Reg::new();
+    let prog = r#"trap 'printf "\a"' WINCH
+echo session-text
+while :; do sleep 1000 & wait $!; kill $! 2>/dev/null; done"#;
+    reg.new_session("k", &["bash", "-c", prog]);
+    reg.wait_for("k", "session-text");
+    let tmux = Tmux::start(
+        30,
+        100,
+        &format!(
+            "echo users-own-text; tmux wait-for go; {}; exec sleep 1000",
+            Tmux::latch(&reg, "attach k")
+        ),
+    );
+    // As most terminals: clearing the screen does not save it (tmux's default does).
+    tmux.ok(&["set", "-wg", "scroll-on-clear", "off"]);
+    tmux.signal("go");
+    tmux.wait("bell");
+    let screen = tmux.capture(&[]);
+    assert!(screen.contains("session-text") && !screen.contains("users-own-text"));
+    let all = tmux.capture(&["-S", "-100"]);
+    assert!(
+        all.contains("users-own-text"),
+        "kept in tmux's scrollback: {all}"
+    );
+}

@@ -82,7 +82,8 @@ pub fn ended_line(id: &latch_wire::SessionId, code: Option<i32>, signal: Option<
 }
 
 /// The session could not be attached: if its program has exited, shows the
-/// screen it left (line-based, SPEC §9.15) and returns its exit code; otherwise
+/// screen it left (line-based ANSI on a terminal, else plain text; SPEC §9.15)
+/// and returns its exit code; otherwise
 /// the error.
 fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i32, ClientError> {
     let screen = match &e {
@@ -90,9 +91,12 @@ fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i
         _ => None,
     };
     let Some(screen) = screen else { return Err(e) };
+    // Colours for a terminal, plain text for a file or a pipe.
+    let tty = nix::unistd::isatty(std::io::stdout()).unwrap_or(false);
+    let text = if tty { &screen.ansi } else { &screen.plain };
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(screen.ansi.as_bytes());
-    if !screen.ansi.is_empty() {
+    let _ = out.write_all(text.as_bytes());
+    if !text.is_empty() {
         let _ = out.write_all(b"\n");
     }
     let _ = out.flush();

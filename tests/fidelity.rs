@@ -124,7 +124,7 @@ fn sh_quote(s: &str) -> String {
 
 // ----- 1. queries -----
 
-/// Asks DSR 6, DA1, DA2, XTVERSION and OSC 11, one after the other, and prints
+/// Asks DSR 6, DA1, DA2, XTVERSION, OSC 11 and DECRQM, one after the other, and prints
 /// each answer (escaped) after `LABEL:`; then echoes one typed line, which shows
 /// whether any answer came twice.
 const ASK: &str = r#"
@@ -137,6 +137,7 @@ if [ "$label" = detached ]; then
   ask "$label-da2" '\e[>c' c
   ask "$label-xtversion" '\e[>q' '\'
   ask "$label-osc11" '\e]11;?\a' $'\a'
+  ask "$label-decrqm" '\e[?2004h\e[?2004$p' y
 fi
 stty icanon
 echo "$label-asked"
@@ -162,6 +163,7 @@ fn queries_are_answered_while_detached_and_once_while_attached() {
         r"detached-da2:$'\E[>0;0;0'",
         r"detached-xtversion:$'\EP>|latch ",
         r"detached-osc11:$'\E]11;rgb:0000/0000/0000'",
+        r"detached-decrqm:$'\E[?2004;1$'",
     ] {
         assert!(screen.contains(want), "{want:?} in {screen}");
     }

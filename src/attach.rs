@@ -83,8 +83,7 @@ pub fn ended_line(id: &latch_wire::SessionId, code: Option<i32>, signal: Option<
 
 /// The session could not be attached: if its program has exited, shows the
 /// screen it left (line-based ANSI on a terminal, else plain text; SPEC §9.15)
-/// and returns its exit code; otherwise
-/// the error.
+/// and returns its exit code; otherwise returns the error.
 fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i32, ClientError> {
     let screen = match &e {
         ClientError::Unreachable(_) => client.final_screen(session)?,

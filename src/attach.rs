@@ -1,5 +1,6 @@
 //! Interactive attach: raw mode, detach key, size following, terminal restored on
-//! every exit path.
+//! every exit path (modes too: `latch_screen::RESTORE_MODES`, SPEC §5.4), and the
+//! program's exit code as ours.
 
 use std::io::{Read, Write};
 use std::os::fd::BorrowedFd;
@@ -34,10 +35,114 @@ impl RawGuard {
 
 impl Drop for RawGuard {
     fn drop(&mut self) {
-        if let Some(saved) = &self.saved {
-            let _ = termios::tcsetattr(stdin_fd(), SetArg::TCSADRAIN, saved);
-        }
+        restore(self.saved.as_ref());
     }
+}
+
+/// Undoes every mode the session may have set in this terminal (without clearing
+/// it), then restores the terminal settings saved at attach.
+fn restore(saved: Option<&Termios>) {
+    if nix::unistd::isatty(std::io::stdout()).unwrap_or(false) {
+        let mut out = std::io::stdout();
+        let _ = out.write_all(latch_screen::RESTORE_MODES);
+        let _ = out.flush();
+    }
+    if let Some(saved) = saved {
+        let _ = termios::tcsetattr(stdin_fd(), SetArg::TCSADRAIN, saved);
+    }
+}
+
+/// Our exit code for the program's end, as `docker run` gives it: its exit code,
+/// or 128 + N for signal N.
+pub fn program_code(code: Option<i32>, signal: Option<i32>) -> i32 {
+    match (code, signal) {
+        (_, Some(sig)) => 128 + sig,
+        (Some(c), _) => c,
+        _ => exit::OTHER,
+    }
+}
+
+/// What attach prints when the program has ended.
+fn exit_message(id: &latch_wire::SessionId, code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (_, Some(sig)) => format!("[latch: session {id} killed by signal {sig}]"),
+        (Some(c), _) => format!("[latch: session {id} exited with code {c}]"),
+        _ => format!("[latch: session {id} exited]"),
+    }
+}
+
+/// How a program's end is told: `[ID exited with code N]`.
+pub fn ended_line(id: &latch_wire::SessionId, code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (_, Some(sig)) => format!("[{id} killed by signal {sig}]"),
+        (Some(c), _) => format!("[{id} exited with code {c}]"),
+        _ => format!("[{id} exited]"),
+    }
+}
+
+/// The session could not be attached: if its program has exited, shows the
+/// screen it left (line-based ANSI on a terminal, else plain text; SPEC §9.15)
+/// and returns its exit code; otherwise returns the error.
+fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i32, ClientError> {
+    let screen = match &e {
+        ClientError::Unreachable { .. } => client.final_screen(session)?,
+        _ => None,
+    };
+    let Some(screen) = screen else { return Err(e) };
+    // Colours for a terminal, plain text for a file or a pipe.
+    let tty = nix::unistd::isatty(std::io::stdout()).unwrap_or(false);
+    let text = if tty { &screen.ansi } else { &screen.plain };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.is_empty() {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+    let (code, signal) = (screen.exit.code, screen.exit.signal);
+    eprintln!("{}", exit_message(&session.id, code, signal));
+    Ok(program_code(code, signal))
+}
+
+/// The last `n` lines of the session's scrollback (above its visible screen), as
+/// line-based ANSI, each ending in CR LF (`attach --history`).
+fn history(bound: &mut latch_client::Bound, n: usize) -> Result<Vec<u8>, ClientError> {
+    let full = bound.peek(false, true)?;
+    let visible = bound.peek(false, false)?;
+    let full = String::from_utf8_lossy(&full);
+    let shown = String::from_utf8_lossy(&visible).lines().count();
+    let lines: Vec<&str> = full.lines().collect();
+    let above = lines.len().saturating_sub(shown);
+    let kept = lines
+        .get(above.saturating_sub(n)..above)
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    if kept.is_empty() {
+        return Ok(out);
+    }
+    for line in kept {
+        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(b"\x1b[m\r\n");
+    }
+    Ok(out)
+}
+
+/// What this terminal gets before the attach repaint, so that nothing it showed is
+/// lost (SPEC §5.4): unless the repaint switches to the alternate screen (which
+/// keeps this one) and there is no history, from the bottom row, the history lines
+/// and then a screenful of line feeds scroll everything into the terminal's own
+/// scrollback, out of reach of the repaint's clear. Nothing when `rows` is 0 (not
+/// a terminal).
+fn preface(history: &[u8], repaint: &[u8], rows: u16) -> Vec<u8> {
+    let alternate = repaint.starts_with(b"\x1b[?1049h");
+    if rows == 0 || (alternate && history.is_empty()) {
+        return Vec::new();
+    }
+    let mut out = format!("\x1b[{rows};1H").into_bytes();
+    out.extend_from_slice(history);
+    for _ in 0..rows {
+        out.extend_from_slice(b"\r\n");
+    }
+    out
 }
 
 /// The terminal size of stdout, clamped into the daemon's limits (SPEC.md §8: a
@@ -56,11 +161,14 @@ fn raw_size() -> (u16, u16) {
 }
 
 /// Attaches this terminal to `session` until detach, exit, or the daemon closes.
+/// Returns 0 after a detach, the program's exit code (`program_code`) after its
+/// end. `history` scrollback lines are written first.
 pub fn interactive(
     client: &Client,
     session: &SessionRef,
     read_only: bool,
     detach_key: Option<u8>,
+    history_lines: usize,
 ) -> Result<i32, ClientError> {
     // Block the signals we handle before any thread starts, so that only the
     // signal thread receives them (sigwait).
@@ -78,10 +186,20 @@ pub fn interactive(
         .map_err(|e| ClientError::Other(format!("sigmask: {e}")))?;
 
     let (rows, cols) = size();
-    let attached = client.connect(session)?.attach(rows, cols, read_only)?;
+    let mut bound = match client.connect(session) {
+        Ok(b) => b,
+        Err(e) => return show_final(client, session, e),
+    };
+    let scrollback = if history_lines > 0 {
+        history(&mut bound, history_lines)?
+    } else {
+        Vec::new()
+    };
+    let attached = bound.attach(rows, cols, read_only)?;
     let guard = RawGuard::enter();
     let saved = guard.saved.clone();
     let mut stdout = std::io::stdout();
+    let _ = stdout.write_all(&preface(&scrollback, &attached.screen, rows));
     let _ = stdout.write_all(&attached.screen);
     let _ = stdout.flush();
 
@@ -102,9 +220,7 @@ pub fn interactive(
                     }
                 }
             } else {
-                if let Some(saved) = &saved {
-                    let _ = termios::tcsetattr(stdin_fd(), SetArg::TCSADRAIN, saved);
-                }
+                restore(saved.as_ref());
                 eprintln!("\r\n[latch: {sig} received, detached]");
                 std::process::exit(exit::OTHER);
             }
@@ -171,12 +287,13 @@ pub fn interactive(
     }
     drop(guard);
     match outcome {
-        Some(s) => match (s.code, s.signal) {
-            (_, Some(sig)) => eprintln!("[latch: session {} killed by signal {sig}]", session.id),
-            (Some(c), _) => eprintln!("[latch: session {} exited with code {c}]", session.id),
-            _ => eprintln!("[latch: session {} exited]", session.id),
-        },
-        None => eprintln!("[latch: detached from {}]", session.id),
+        Some(s) => {
+            eprintln!("{}", exit_message(&session.id, s.code, s.signal));
+            Ok(program_code(s.code, s.signal))
+        }
+        None => {
+            eprintln!("[latch: detached from {}]", session.id);
+            Ok(exit::OK)
+        }
     }
-    Ok(exit::OK)
 }

@@ -44,6 +44,11 @@ pub enum Command {
         /// Detach key: ^X notation, or "none" (default ^\).
         #[arg(long, value_name = "KEY", default_value = "^\\")]
         detach_key: String,
+        /// First write up to N lines of the session's scrollback into this terminal,
+        /// so it can scroll back (default N: 10000; default without the flag:
+        /// `attachHistory` in defaults.json, else none).
+        #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "10000")]
+        history: Option<usize>,
         #[command(flatten)]
         expect: Expect,
     },
@@ -54,7 +59,8 @@ pub enum Command {
         /// Plain text (the default).
         #[arg(long, conflicts_with = "ansi")]
         plain: bool,
-        /// Keep colours and attributes (ANSI escapes).
+        /// Keep colours and attributes (SGR only: one line per row, no cursor
+        /// movement, safe for files and `less -R`).
         #[arg(long)]
         ansi: bool,
         /// The whole scrollback, not just the visible screen.
@@ -66,6 +72,10 @@ pub enum Command {
         /// Seconds to wait for --wait (default 10).
         #[arg(long, value_name = "S", default_value_t = 10.0)]
         timeout: f64,
+        /// Print the screen, then stream new output until the program exits; exit
+        /// with its code.
+        #[arg(short = 'f', long, conflicts_with_all = ["wait", "full"])]
+        follow: bool,
         #[command(flatten)]
         expect: Expect,
     },

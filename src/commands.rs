@@ -122,12 +122,22 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             reference,
             read_only,
             detach_key,
+            history,
             expect,
         } => {
             let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
             let key = keys::parse_detach_key(&detach_key).map_err(usage)?;
-            attach::interactive(&client, &target.session, read_only, key)
+            let history = match history {
+                Some(n) => n,
+                None => client
+                    .registry()
+                    .defaults()?
+                    .attach_history
+                    .map_or(0, |n| n as usize),
+            };
+            let history = history.min(latch_wire::limits::MAX_SCROLLBACK);
+            attach::interactive(&client, &target.session, read_only, key, history)
         }
         Command::Peek {
             reference,
@@ -136,10 +146,14 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             full,
             wait,
             timeout,
+            follow,
             expect,
         } => {
             let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
+            if follow {
+                return peek_follow(&client, &target, !ansi);
+            }
             peek(
                 &client,
                 &target,
@@ -538,7 +552,7 @@ fn new(root: Option<&PathBuf>, args: NewArgs) -> Result<i32, ClientError> {
         return Ok(exit::OK);
     }
     let session = latch_wire::SessionRef::new(created.id, created.incarnation);
-    attach::interactive(&client, &session, false, Some(0x1c))
+    attach::interactive(&client, &session, false, Some(0x1c), 0)
 }
 
 /// Prints a screen, ending it with a newline if it lacks one.
@@ -563,7 +577,10 @@ fn peek(
     wait: Option<&str>,
     timeout: Duration,
 ) -> Result<i32, ClientError> {
-    let mut bound = client.connect(&target.session)?;
+    let mut bound = match client.connect(&target.session) {
+        Ok(b) => b,
+        Err(e) => return peek_exited(client, target, plain, full, wait, e),
+    };
     let Some(text) = wait else {
         print_screen(&bound.peek(plain, full)?)?;
         return Ok(exit::OK);
@@ -611,6 +628,118 @@ fn peek(
                 ..
             }) => {}
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// PEEK of a session whose program has exited: the screen it left (SPEC §9.15),
+/// marked on stderr as exited with its code. Otherwise `e`.
+fn peek_exited(
+    client: &Client,
+    target: &Target,
+    plain: bool,
+    full: bool,
+    wait: Option<&str>,
+    e: ClientError,
+) -> Result<i32, ClientError> {
+    let screen = final_screen(client, target, e)?;
+    let text = match (plain, full) {
+        (true, false) => &screen.plain,
+        (false, false) => &screen.ansi,
+        (true, true) => &screen.full_plain,
+        (false, true) => &screen.full_ansi,
+    };
+    let id = &target.session.id;
+    let (code, signal) = (screen.exit.code, screen.exit.signal);
+    if let Some(want) = wait {
+        let shown = if plain { &screen.full_plain } else { text };
+        if !shown.contains(want) && !screen.plain.contains(want) {
+            return Err(ClientError::unreachable(
+                UnreachableCause::Exited,
+                format!(
+                    "session {id} has exited (code {code:?}, signal {signal:?}) and its screen does not show {want:?}"
+                ),
+            ));
+        }
+    }
+    print_screen(text.as_bytes())?;
+    eprintln!("{}", attach::ended_line(id, code, signal));
+    Ok(exit::OK)
+}
+
+/// The kept final screen when `e` is because the program exited; else `e`.
+fn final_screen(
+    client: &Client,
+    target: &Target,
+    e: ClientError,
+) -> Result<latch_registry::FinalScreen, ClientError> {
+    if !matches!(e, ClientError::Unreachable { .. }) {
+        return Err(e);
+    }
+    client.final_screen(&target.session)?.ok_or(e)
+}
+
+/// `peek --follow`: the screen, then new output as it comes (escapes stripped with
+/// `plain`), until the program exits; then `[ID exited with code N]` on stderr and
+/// its exit code (128 + N for signal N).
+fn peek_follow(client: &Client, target: &Target, plain: bool) -> Result<i32, ClientError> {
+    let id = &target.session.id;
+    let attached = match client
+        .connect(&target.session)
+        .and_then(|b| b.attach(0, 0, true))
+    {
+        Ok(a) => a,
+        Err(e) => {
+            let screen = final_screen(client, target, e)?;
+            print_screen(if plain { &screen.plain } else { &screen.ansi }.as_bytes())?;
+            let (code, signal) = (screen.exit.code, screen.exit.signal);
+            eprintln!("{}", attach::ended_line(id, code, signal));
+            return Ok(attach::program_code(code, signal));
+        }
+    };
+    // The attach SCREEN is the consistent cut (SPEC §5.4): render it here, so the
+    // stream continues exactly where the printed screen ends.
+    let render = |rows: u16, cols: u16, repaint: &[u8]| {
+        let mut emu = latch_screen::Emulator::new(rows, cols, 0);
+        emu.process(repaint);
+        latch_screen::capture(&mut emu, plain, false, usize::MAX)
+    };
+    let (mut rows, mut cols) = (attached.rows, attached.cols);
+    print_screen(render(rows, cols, &attached.screen).as_bytes())?;
+    let mut reader = attached.reader;
+    let mut strip = latch_screen::PlainStream::default();
+    let mut out = std::io::stdout();
+    let io = |e: std::io::Error| ClientError::Other(e.to_string());
+    loop {
+        match reader.next_event()? {
+            AttachEvent::Output(b) => {
+                if plain {
+                    out.write_all(strip.strip(&b).as_bytes()).map_err(io)?;
+                } else {
+                    out.write_all(&b).map_err(io)?;
+                }
+                out.flush().map_err(io)?;
+            }
+            AttachEvent::Geometry { rows: r, cols: c } => (rows, cols) = (r, c),
+            // Fell behind: what was missed is not sent; a fresh screen is.
+            AttachEvent::Screen(b) => {
+                out.write_all(b"\n").map_err(io)?;
+                print_screen(render(rows, cols, &b).as_bytes())?;
+            }
+            AttachEvent::Exit(s) => {
+                out.flush().map_err(io)?;
+                eprintln!("\n{}", attach::ended_line(id, s.code, s.signal));
+                return Ok(attach::program_code(s.code, s.signal));
+            }
+            AttachEvent::Detached | AttachEvent::Closed => {
+                return Err(ClientError::unreachable(
+                    UnreachableCause::Closed,
+                    format!("session {id}'s daemon closed the connection"),
+                ))
+            }
+            AttachEvent::Error { code, detail } => {
+                return Err(ClientError::Daemon { code, detail })
+            }
         }
     }
 }

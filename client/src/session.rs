@@ -328,6 +328,26 @@ impl Client {
         )
     }
 
+    /// The screen `session`'s program left when it exited (SPEC §9.15), if its exit
+    /// is recorded and its screen was kept. An unreadable screen file is a degraded
+    /// read (exit 7).
+    pub fn final_screen(
+        &self,
+        session: &SessionRef,
+    ) -> Result<Option<latch_registry::FinalScreen>, ClientError> {
+        // The daemon unlinks its socket, keeps the screen and records the exit in
+        // one critical section: under the lock, a gone socket implies both.
+        let _lock = self
+            .registry
+            .lock(&session.id, latch_registry::DEFAULT_LOCK_WAIT)?;
+        if !self.has_exited(session) {
+            return Ok(None);
+        }
+        self.registry
+            .read_final_screen(&session.id, &session.incarnation)
+            .map_err(|e| ClientError::unreachable(UnreachableCause::Degraded, e.to_string()))
+    }
+
     /// Reads a record; a corrupt one is a degraded read (exit 7), never an absence.
     pub fn read_checked(&self, id: &SessionId) -> Result<Option<Record>, ClientError> {
         match self.registry.read_record(id) {

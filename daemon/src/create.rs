@@ -26,6 +26,7 @@ use std::process::Child;
 
 use latch_registry::events::{event, kind};
 use latch_registry::spec::{FailureKind, ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
+use latch_registry::FinalScreen;
 use latch_registry::{
     now_ms, CreateSpec, ExitRecord, PidFd, ProcIdentity, Record, Registry, RegistryError,
     SessionLock, DEFAULT_LOCK_WAIT, RECORD_VERSION,
@@ -36,6 +37,8 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 use crate::pty::{self, ChildProc, Program};
+/// How long a terminal event waits for the session lock before it is dropped.
+const EVENT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Why creation failed: `kind` is the [`latch_registry::ReadyMessage::Failed`] kind
 /// (`exists`, `busy`, `invalid`, `spawn`, `io`).
@@ -121,9 +124,32 @@ impl Claim {
         self.own.incarnation
     }
 
-    /// At the program's exit, under the session lock: records `exit` if the record
-    /// still names this incarnation, and unlinks the socket if it is still ours.
-    pub fn finish(&self, exit: ExitRecord) {
+    /// Appends a terminal event (SPEC §9.9) if the record is still this creation's.
+    /// Waits for the lock only briefly: a busy registry loses the event rather than
+    /// stalling the session.
+    pub fn record_event(&self, kind: &str, fields: serde_json::Map<String, serde_json::Value>) {
+        let lock = match self.registry.lock(&self.own.id, EVENT_LOCK_WAIT) {
+            Ok(lock) => lock,
+            Err(e) => {
+                log!("{kind} event not recorded: {e}");
+                return;
+            }
+        };
+        match self.registry.read_record(&self.own.id) {
+            Ok(Some(rec)) if rec.incarnation == self.own.incarnation => {
+                let ev = event(kind, &self.own.id, &self.own.incarnation, fields);
+                if let Err(e) = self.registry.append_event(&lock, &ev) {
+                    log!("cannot append the {kind} event: {e}");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// At the program's exit, under the session lock: keeps the final screen and
+    /// records `exit` if the record still names this incarnation, and unlinks the
+    /// socket if it is still ours.
+    pub fn finish(&self, exit: ExitRecord, screen: Option<FinalScreen>) {
         let Some(lock) = self.lock_patiently() else {
             // Without the lock the record cannot be touched. The socket can: while our
             // listener is open nobody can have replaced it through the registry
@@ -140,6 +166,12 @@ impl Claim {
                 fields.insert("code".into(), serde_json::json!(exit.code));
                 fields.insert("signal".into(), serde_json::json!(exit.signal));
                 rec.exit = Some(exit);
+                // The final screen first, so an exit on record implies its screen.
+                if let Some(screen) = &screen {
+                    if let Err(e) = self.registry.write_final_screen(&lock, screen) {
+                        log!("cannot keep the final screen: {e}");
+                    }
+                }
                 match self.registry.write_record(&lock, &rec) {
                     Ok(()) => log!("exit recorded"),
                     Err(e) => log!("cannot record the exit: {e}"),

@@ -109,7 +109,23 @@ pub(crate) struct Session {
     pub connection_gone: Notify,
     exit: Cell<Option<ExitStatus>>,
     draining: Cell<bool>,
+    /// Per terminal-event type, its rate limit (SPEC §9.9).
+    event_buckets: RefCell<HashMap<&'static str, Bucket>>,
 }
+
+/// A token bucket: `EVENT_BURST` events of one type at once, then one per
+/// `EVENT_REFILL`; the next event recorded says how many were dropped.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+    dropped: u64,
+}
+
+/// Terminal events of one type recorded at once at most (SPEC §9.9).
+const EVENT_BURST: f64 = 10.0;
+/// Then one more per this long.
+const EVENT_REFILL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Session {
     /// The session for a fresh creation, and the listening socket to serve it on.
@@ -143,6 +159,7 @@ impl Session {
             connection_gone: Notify::new(),
             exit: Cell::new(None),
             draining: Cell::new(false),
+            event_buckets: RefCell::new(HashMap::new()),
         };
         (session, created.listener)
     }
@@ -247,6 +264,7 @@ impl Session {
             self.detach(id);
         }
         self.term.borrow_mut().push(data);
+        self.settle();
     }
 
     /// Whether output is queued for the emulator.
@@ -257,6 +275,80 @@ impl Session {
     /// Applies the output queued for the emulator (when the program is quiet).
     pub fn apply_output(&self) {
         self.term.borrow_mut().flush();
+        self.settle();
+    }
+
+    /// Acts on what the emulator produced besides the screen: its answers to the
+    /// program's queries go to the program's input queue, and terminal events go
+    /// to the event log, as far as each type's `Bucket` allows (SPEC §4.4, §9.9).
+    fn settle(&self) {
+        let (replies, events) = {
+            let mut term = self.term.borrow_mut();
+            (term.take_replies(), term.take_events())
+        };
+        if !replies.is_empty() && self.exit.get().is_none() {
+            let mut q = self.input.borrow_mut();
+            q.pending = q.pending.saturating_add(replies.len());
+            q.chunks.push_back(Bytes::from(replies));
+            drop(q);
+            self.input_ready.notify_one();
+        }
+        for e in events {
+            self.term_event(e);
+        }
+    }
+
+    fn term_event(&self, e: screen::TermEvent) {
+        use latch_registry::events::kind;
+        use serde_json::json;
+        let mut fields = serde_json::Map::new();
+        let kind = match e {
+            screen::TermEvent::Bell => kind::BELL,
+            screen::TermEvent::Title(t) => {
+                fields.insert("title".into(), json!(t));
+                kind::TITLE_CHANGE
+            }
+            screen::TermEvent::Notification { osc, title, body } => {
+                fields.insert("source".into(), json!(format!("osc{osc}")));
+                fields.insert("title".into(), json!(title));
+                fields.insert("body".into(), json!(body));
+                kind::NOTIFICATION
+            }
+            screen::TermEvent::CursorVisible(v) => {
+                fields.insert("visible".into(), json!(v));
+                kind::CURSOR_VISIBLE
+            }
+        };
+        let now = Instant::now();
+        let dropped = {
+            let mut buckets = self.event_buckets.borrow_mut();
+            let b = buckets.entry(kind).or_insert(Bucket {
+                tokens: EVENT_BURST,
+                at: now,
+                dropped: 0,
+            });
+            let refill = now.duration_since(b.at).as_secs_f64() / EVENT_REFILL.as_secs_f64();
+            b.tokens = (b.tokens + refill).min(EVENT_BURST);
+            b.at = now;
+            if b.tokens < 1.0 {
+                b.dropped += 1;
+                return;
+            }
+            b.tokens -= 1.0;
+            std::mem::take(&mut b.dropped)
+        };
+        if dropped > 0 {
+            fields.insert("dropped".into(), json!(dropped));
+        }
+        self.claim.record_event(kind, fields);
+    }
+
+    /// Whether the emulator answers the program's queries: only while no
+    /// read-write client is attached, whose terminal answers them (SPEC §4.4).
+    fn update_answering(&self) {
+        let writers = self.attached.borrow().iter().any(|a| a.writer);
+        self.term.borrow_mut().set_answering(!writers);
+        self.settle();
     }
 
     /// Reads whatever the PTY still holds, without waiting (at the program's exit, so
@@ -306,6 +398,7 @@ impl Session {
         }
         let (r, c) = self.size.get();
         let snapshot = kind.cut(&mut self.term.borrow_mut());
+        self.settle();
         // Stream frames: a client that falls behind already here is resynchronised
         // like any other.
         client.stream(client.geometry_frame(r, c));
@@ -324,6 +417,7 @@ impl Session {
             size,
             screen: kind,
         });
+        self.update_answering();
     }
 
     /// Resynchronises a client that fell behind and has since read everything
@@ -361,6 +455,7 @@ impl Session {
         client.resynced();
         let (r, c) = self.size.get();
         let snapshot = kind.cut(&mut self.term.borrow_mut());
+        self.settle();
         client.stream_final(client.geometry_frame(r, c));
         client.stream_final(client.screen_frame(snapshot));
     }
@@ -368,6 +463,7 @@ impl Session {
     /// Strict PEEK: one SCREEN (a legacy PEEK is a subscription, [`join`]).
     pub fn peek(&self, client: &Client, plain: bool, full: bool) {
         let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
+        self.settle();
         client.send(client.screen_frame(snapshot));
     }
 
@@ -526,6 +622,9 @@ impl Session {
         let gone = attached.remove(pos);
         let new = pty_size(attached.iter().map(|a| (a.writer, a.size)));
         drop(attached);
+        if gone.writer {
+            self.update_answering();
+        }
         if gone.writer && self.exit.get().is_none() {
             if let Some((r, c)) = new {
                 self.apply_size(r, c);
@@ -546,6 +645,7 @@ impl Session {
             return;
         }
         self.term.borrow_mut().resize(r.get(), c.get());
+        self.settle();
         self.size.set((rows, cols));
         self.broadcast(|c| c.geometry_frame(rows, cols));
     }
@@ -571,17 +671,38 @@ impl Session {
     pub fn program_exited(&self, status: ExitStatus) {
         self.exit.set(Some(status));
         self.discard_input();
-        self.claim.finish(ExitRecord {
+        let exit = ExitRecord {
             code: status.code,
             signal: status.signal,
             exited_at_ms: latch_registry::now_ms(),
-        });
+        };
+        let screen = self.final_screen(exit.clone());
+        self.claim.finish(exit, Some(screen));
         // EXIT reaches every attached client, after a fresh screen for any that is
         // behind, whatever the bound.
         let attached = std::mem::take(&mut *self.attached.borrow_mut());
         for a in &attached {
             self.resync_now(&a.client, a.screen);
             a.client.stream_final(a.client.exit_frame(status));
+        }
+    }
+
+    /// The screen as the program left it, for `<id>.screen` (SPEC §9.15).
+    fn final_screen(&self, exit: ExitRecord) -> latch_registry::FinalScreen {
+        use latch_registry::screen::FINAL_FULL_MAX_BYTES as MAX;
+        let mut term = self.term.borrow_mut();
+        let (rows, cols) = self.size.get();
+        latch_registry::FinalScreen {
+            version: latch_registry::FINAL_SCREEN_VERSION,
+            id: self.own.id.clone(),
+            incarnation: self.own.incarnation,
+            rows,
+            cols,
+            exit,
+            plain: screen::capture(&mut term, true, false, MAX),
+            ansi: screen::capture(&mut term, false, false, MAX),
+            full_plain: screen::capture(&mut term, true, true, MAX),
+            full_ansi: screen::capture(&mut term, false, true, MAX),
         }
     }
 
@@ -603,6 +724,7 @@ impl Session {
     pub fn status(&self) -> StatusReply {
         let (rows, cols) = self.size.get();
         let (cursor_row, cursor_col) = self.term.borrow_mut().cursor();
+        self.settle();
         let attached = self.attached.borrow();
         let writers = attached.iter().filter(|a| a.writer).count();
         let readers = attached.len() - writers;

@@ -41,6 +41,14 @@ pub mod kind {
     pub const KILL_REQUESTED: &str = "kill_requested";
     /// The session's files were removed.
     pub const REMOVED: &str = "removed";
+    /// The program rang the bell (SPEC §9.9; rate-limited).
+    pub const BELL: &str = "bell";
+    /// The program set the window title (`title`).
+    pub const TITLE_CHANGE: &str = "title_change";
+    /// The program sent a desktop notification (`source`, `title`, `body`).
+    pub const NOTIFICATION: &str = "notification";
+    /// The program showed or hid the cursor (`visible`).
+    pub const CURSOR_VISIBLE: &str = "cursor_visible";
 }
 
 /// Builds an event object: `{"ts", "type", "id", "incarnation", ...fields}`.

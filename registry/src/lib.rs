@@ -16,6 +16,7 @@ pub mod lock;
 pub mod proc;
 pub mod record;
 pub mod root;
+pub mod screen;
 pub mod spec;
 
 use std::ffi::OsStr;
@@ -30,6 +31,7 @@ pub use key::Key;
 pub use lock::{SessionLock, DEFAULT_LOCK_WAIT};
 pub use proc::{PidFd, ProcIdentity, ProofError};
 pub use record::{ExitRecord, Record, RECORD_VERSION};
+pub use screen::{FinalScreen, FINAL_SCREEN_VERSION};
 pub use spec::{CreateSpec, ReadyMessage};
 
 use latch_wire::{Incarnation, SessionId};
@@ -45,6 +47,18 @@ pub const RESERVED_IDS: &[&str] = &["defaults"];
 pub const LOG_MAX_BYTES: u64 = 1024 * 1024;
 /// `sun_path` holds 108 bytes including the terminating NUL.
 pub const SUN_PATH_MAX: usize = 107;
+
+/// `<root>/defaults.json` (SPEC §9.1).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Defaults {
+    /// The legacy policy for `latch new` without `--legacy`.
+    #[serde(default)]
+    pub legacy_policy: latch_wire::LegacyPolicy,
+    /// Scrollback lines `latch attach` writes first without `--history`.
+    #[serde(default)]
+    pub attach_history: Option<u32>,
+}
 
 /// An opened registry: a checked root and its key.
 #[derive(Debug)]
@@ -150,12 +164,12 @@ impl Registry {
     /// `<root>/defaults.json`, or `observe` when the file does not exist. A file that
     /// exists but cannot be read or parsed is an error, never a silent default.
     pub fn default_legacy_policy(&self) -> Result<latch_wire::LegacyPolicy, RegistryError> {
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase", deny_unknown_fields)]
-        struct Defaults {
-            #[serde(default)]
-            legacy_policy: latch_wire::LegacyPolicy,
-        }
+        self.defaults().map(|d| d.legacy_policy)
+    }
+
+    /// `<root>/defaults.json` (SPEC §9.1), or every default when it does not exist.
+    /// A file that exists but cannot be read or parsed is an error.
+    pub fn defaults(&self) -> Result<Defaults, RegistryError> {
         let path = self.root.join(DEFAULTS_FILE);
         let parsed = match fs::read(&path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
@@ -173,9 +187,7 @@ impl Registry {
                 }
             }),
         };
-        parsed
-            .map(|d| d.legacy_policy)
-            .map_err(|reason| RegistryError::Corrupt { path, reason })
+        parsed.map_err(|reason| RegistryError::Corrupt { path, reason })
     }
 
     /// Mints a fresh incarnation for `id`.
@@ -255,7 +267,7 @@ impl Registry {
         record::write_atomic(&self.record_path(&record.id), &bytes)
     }
 
-    /// Removes a session's record, log and lock file, under its lock. The events
+    /// Removes a session's record, final screen, log and lock file, under its lock. The events
     /// file is kept: it is the id's history across incarnations, ending with the
     /// `removed` event (bounded in size, §9.9). The socket is not touched here: only
     /// its daemon, or a caller that proved it dead, removes it (see
@@ -264,6 +276,7 @@ impl Registry {
         let id = lock.id().clone();
         for path in [
             self.record_path(&id),
+            self.final_screen_path(&id),
             self.log_path(&id),
             self.rotated_log_path(&id),
         ] {
@@ -462,6 +475,7 @@ mod tests {
             reg.log_path(&id),
             reg.rotated_log_path(&id),
             reg.events_path(&id),
+            reg.final_screen_path(&id),
         ] {
             assert_ne!(p, reg.root().join(KEY_FILE));
             assert_ne!(p, reg.root().join(DEFAULTS_FILE));

@@ -37,3 +37,15 @@ fn registry_constants_match_spec() {
     assert!(SPEC.contains("lowercase hex (64 characters)"));
     assert_eq!(OWNER_MAC_LEN * 2, 64);
 }
+
+#[test]
+fn final_screen_constants_match_spec() {
+    use latch_registry::screen::{FINAL_FULL_MAX_BYTES, FINAL_SCREEN_MAX_BYTES};
+    assert!(SPEC.contains("| FINAL_SCREEN_MAX_BYTES | 4194304 |"));
+    assert_eq!(FINAL_SCREEN_MAX_BYTES, 4_194_304);
+    assert!(SPEC.contains("| FINAL_FULL_MAX_BYTES | 1048576 |"));
+    assert_eq!(FINAL_FULL_MAX_BYTES, 1_048_576);
+    assert!(SPEC.contains("| `<id>.screen` |"));
+    assert!(SPEC.contains("{\"version\": 1, \"id\", \"incarnation\", \"rows\", \"cols\","));
+    assert_eq!(latch_registry::FINAL_SCREEN_VERSION, 1);
+}

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use alacritty_terminal::event::VoidListener;
 use alacritty_terminal::grid::Dimensions;
-use alacritty_terminal::term::{Config, Term};
+use alacritty_terminal::term::{Config, Term, TermMode};
 use alacritty_terminal::vte::ansi::{Processor, Timeout};
 
+use crate::effects::{Effects, Listener, TermEvent};
 use crate::scan::{nth_line_from_end, pen_sgrs, Scan};
+use crate::side::Side;
 
 /// The smallest grid alacritty_terminal supports (a wide character needs two columns).
 const MIN_COLUMNS: u16 = 2;
@@ -59,7 +60,7 @@ const QUEUE_MAX: usize = 16 << 20;
 
 /// Screen, scrollback (capped), cursor and pen of one session's terminal.
 pub struct Emulator {
-    pub(crate) term: Term<VoidListener>,
+    pub(crate) term: Term<Listener>,
     pub(crate) parser: Processor<NoSync>,
     /// Lines kept above the screen at most.
     pub(crate) scrollback: usize,
@@ -72,6 +73,38 @@ pub struct Emulator {
     /// The queue length that triggers fast-forward: four times what the last one
     /// kept (so each byte is scanned about 1.3 times), within `QUEUE_MIN..QUEUE_MAX`.
     pub(crate) limit: usize,
+    /// Finds what the parser drops (XTVERSION, notifications), in order.
+    pub(crate) side: Side,
+    /// Answers and events waiting to be collected.
+    pub(crate) fx: Effects,
+}
+
+/// Parses `bytes` into `term`, acting in order on what the side scanner finds, and
+/// resolves the answers and events the parser asked for.
+fn apply(
+    term: &mut Term<Listener>,
+    parser: &mut Processor<NoSync>,
+    side: &mut Side,
+    fx: &mut Effects,
+    bytes: &[u8],
+) {
+    let mut hits = Vec::new();
+    side.feed(bytes, |end, seq| hits.push((end, seq)));
+    let mut from = 0;
+    for (end, seq) in hits {
+        parser.advance(term, bytes.get(from..end).unwrap_or_default());
+        collect(term, fx);
+        fx.side(seq);
+        from = end;
+    }
+    parser.advance(term, bytes.get(from..).unwrap_or_default());
+    collect(term, fx);
+}
+
+fn collect(term: &Term<Listener>, fx: &mut Effects) {
+    let grid = term.grid();
+    let shown = term.mode().contains(TermMode::SHOW_CURSOR);
+    fx.collect(term.colors(), grid.screen_lines(), grid.columns(), shown);
 }
 
 impl std::fmt::Debug for Emulator {
@@ -93,15 +126,39 @@ impl Emulator {
             scrolling_history: scrollback,
             ..Config::default()
         };
+        let fx = Effects::default();
         Self {
-            term: Term::new(config, &Size::new(rows, cols), VoidListener),
+            term: Term::new(config, &Size::new(rows, cols), fx.listener.clone()),
             parser: Processor::new(),
             scrollback,
             queue: Vec::new(),
             scan: Scan::default(),
             skipped: 0,
             limit: QUEUE_MIN,
+            side: Side::default(),
+            fx,
         }
+    }
+
+    /// Whether the emulator answers the program's terminal queries (DA, DSR, ...;
+    /// SPEC §4.4): only while no read-write client's terminal does. Everything
+    /// queued so far is applied under the previous setting first, so each query is
+    /// answered by whoever was attached when it was output.
+    pub fn set_answering(&mut self, on: bool) {
+        if self.fx.answering != on {
+            self.flush();
+            self.fx.answering = on;
+        }
+    }
+
+    /// Takes the answers to the program's queries, to be written to its input.
+    pub fn take_replies(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.fx.replies)
+    }
+
+    /// Takes the terminal events seen so far (SPEC §9.9).
+    pub fn take_events(&mut self) -> Vec<TermEvent> {
+        std::mem::take(&mut self.fx.events)
     }
 
     /// Applies program output at once.
@@ -135,7 +192,13 @@ impl Emulator {
             return;
         }
         self.scan.run(&self.queue);
-        self.parser.advance(&mut self.term, &self.queue);
+        apply(
+            &mut self.term,
+            &mut self.parser,
+            &mut self.side,
+            &mut self.fx,
+            &self.queue,
+        );
         self.queue.clear();
         if self.queue.capacity() > QUEUE_MIN {
             self.queue.shrink_to(64 * 1024);
@@ -165,7 +228,13 @@ impl Emulator {
                 // queued until it holds enough lines (up to the ceiling).
                 Some((start, _)) if self.queue.len() < QUEUE_MAX => {
                     let before = self.queue.get(..start).unwrap_or_default();
-                    self.parser.advance(&mut self.term, before);
+                    apply(
+                        &mut self.term,
+                        &mut self.parser,
+                        &mut self.side,
+                        &mut self.fx,
+                        before,
+                    );
                     self.queue.drain(..start);
                     self.scan = Scan::default();
                     self.limit = self
@@ -182,11 +251,19 @@ impl Emulator {
             return;
         };
         let (before, rest) = self.queue.split_at(start);
-        self.parser.advance(&mut self.term, before);
+        apply(
+            &mut self.term,
+            &mut self.parser,
+            &mut self.side,
+            &mut self.fx,
+            before,
+        );
         let dropped = rest.get(..cut - start).unwrap_or_default();
         for sgr in pen_sgrs(dropped) {
             self.parser.advance(&mut self.term, sgr);
         }
+        // Plain text ends where it started: in ground state.
+        self.side.reset();
         self.skipped += dropped.len() as u64;
         self.queue.drain(..cut);
         // The run is plain text: ground state, default scroll region, at its start

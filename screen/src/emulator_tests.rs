@@ -4,7 +4,7 @@ use alacritty_terminal::index::{Column, Line};
 use alacritty_terminal::term::TermMode;
 
 use crate::serialize::LAYOUT;
-use crate::Emulator;
+use crate::{Emulator, TermEvent};
 
 fn emu(rows: u16, cols: u16, input: &str) -> Emulator {
     let mut e = Emulator::new(rows, cols, 100);
@@ -200,7 +200,7 @@ fn full_has_scrollback_then_screen_and_is_capped() {
     let full = e.plain(true);
     assert_eq!(full, "44\n45\n46\n47\n48\n49");
     let ansi = emu(3, 10, "\x1b[1ma\x1b[m\r\nb").formatted_lines(true);
-    assert_eq!(ansi, "\x1b[0;1ma\n\x1b[0mb");
+    assert_eq!(ansi, "\x1b[0;1ma\x1b[m\nb");
 }
 
 #[test]
@@ -212,4 +212,117 @@ fn resize_keeps_text_and_clamps_cursor() {
     assert!(r < 2 && c < 10, "{r},{c}");
     e.resize(0, 0);
     assert_eq!(e.cursor().0, 0);
+}
+
+#[test]
+fn a_tab_is_the_blanks_it_shows() {
+    // 'a', TAB to column 8, 'b': the screen shows seven blanks, never the TAB too.
+    let mut e = emu(4, 20, "a\tb\r\n\tc\r\nx\t\r\n");
+    assert_eq!(e.plain(false), "a       b\n        c\nx");
+    assert!(!e.formatted_lines(true).contains('\t'));
+    // The repaint must not send a TAB either: it would move the cursor and shift
+    // every cell after it.
+    let repaint = e.formatted();
+    assert!(!repaint.contains('\t'), "{repaint:?}");
+    let mut copy = emu(4, 20, &repaint);
+    assert_eq!(copy.plain(false), e.plain(false));
+}
+
+#[test]
+fn queries_are_answered_in_order_only_while_answering() {
+    let mut e = emu(5, 20, "ab");
+    e.process(b"\x1b[6n\x1b[c\x1b[>c\x1b[>q\x1b[5n\x1b[?2004$p\x1b]11;?\x07\x1b]4;1;?\x1b\\");
+    let want = format!(
+        "\x1b[1;3R\x1b[?6c{}{}\x1b[0n\x1b[?2004;2$y\x1b]11;rgb:0000/0000/0000\x07\x1b]4;1;rgb:cdcd/0000/0000\x1b\\",
+        crate::DA2_ANSWER,
+        crate::xtversion_answer()
+    );
+    assert_eq!(String::from_utf8(e.take_replies()).unwrap(), want);
+    // Queued while answering, applied after answering stops: still answered.
+    e.push(b"\x1b[6n");
+    e.set_answering(false);
+    assert_eq!(e.take_replies(), b"\x1b[1;3R");
+    e.process(b"\x1b[6n\x1b[c\x1b[>q");
+    assert!(e.take_replies().is_empty());
+}
+
+#[test]
+fn terminal_events_are_collected() {
+    let mut e = emu(5, 40, "");
+    e.process(
+        b"\x07\x1b]2;build\x07\x1b]9;done\x07\x1b]777;notify;T;B\x1b\\\x1b[?25l\x1b]9;4;1;50\x07",
+    );
+    assert_eq!(
+        e.take_events(),
+        vec![
+            TermEvent::Bell,
+            TermEvent::Title("build".into()),
+            TermEvent::Notification {
+                osc: 9,
+                title: None,
+                body: "done".into()
+            },
+            TermEvent::Notification {
+                osc: 777,
+                title: Some("T".into()),
+                body: "B".into()
+            },
+            TermEvent::CursorVisible(false),
+        ]
+    );
+    assert!(e.take_events().is_empty());
+}
+
+#[test]
+fn attach_repaint_carries_the_modes() {
+    let mut e = emu(
+        5,
+        20,
+        "\x1b[?1049h\x1b[?1000h\x1b[?1006h\x1b[?1h\x1b=\x1b[?2004h\x1b[5 qvim",
+    );
+    let snap = crate::attach_snapshot(&mut e);
+    let snap = std::str::from_utf8(&snap).unwrap();
+    assert!(snap.starts_with("\x1b[?1049h"), "{snap:?}");
+    for m in [
+        "\x1b[?1000h",
+        "\x1b[?1006h",
+        "\x1b[?1h",
+        "\x1b=",
+        "\x1b[?2004h",
+        "\x1b[5 q",
+    ] {
+        assert!(snap.contains(m), "{m:?} in {snap:?}");
+    }
+    // A terminal that replays it is in the same state.
+    let mut copy = emu(5, 20, snap);
+    assert_eq!(copy.term.mode(), e.term.mode());
+    assert_eq!(copy.plain(false), "vim");
+    let mut plain = emu(5, 20, "x");
+    let snap = crate::attach_snapshot(&mut plain);
+    let snap = std::str::from_utf8(&snap).unwrap();
+    assert!(snap.starts_with("\x1b[?1049l") && snap.contains("\x1b[?1000l\x1b[?1002l"));
+    assert!(snap.ends_with("\x1b>\x1b[4l\x1b[0 q"), "{snap:?}");
+}
+
+#[test]
+fn the_terminal_type_is_the_one_spec_documents() {
+    let spec = include_str!("../../SPEC.md");
+    assert!(spec.contains("| DA2 `CSI > c` | `CSI > 0 ; 0 ; 0 c` |"));
+    assert_eq!(crate::DA2_ANSWER, "\x1b[>0;0;0c");
+    assert!(spec.contains("| XTVERSION `CSI > q`, `CSI > 0 q` | `DCS > \\| latch VERSION ST` |"));
+    assert!(crate::xtversion_answer().starts_with("\x1bP>|latch "));
+    assert!(spec.contains("foreground `e5e5e5`, background `000000`"));
+    assert_eq!(
+        crate::default_color(257),
+        alacritty_terminal::vte::ansi::Rgb { r: 0, g: 0, b: 0 }
+    );
+    assert_eq!(
+        crate::default_color(256),
+        alacritty_terminal::vte::ansi::Rgb {
+            r: 0xe5,
+            g: 0xe5,
+            b: 0xe5
+        }
+    );
+    assert!(spec.contains("(`EVENT_BURST`)"));
 }

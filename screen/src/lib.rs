@@ -9,9 +9,11 @@
 //!
 //! `bench/emulator` measures this very crate.
 //!
-//! Terminal queries (DA, DSR, ...) are not answered: the daemon has no terminal of
-//! its own, an attached one answers. Synchronized updates (`CSI ? 2026 h`) are not
-//! buffered by the parser.
+//! Terminal queries (DA, DSR, DECRQM, XTVERSION, colours, ...) are answered as one
+//! fixed terminal (SPEC §4.4) while [`Emulator::set_answering`] is on: the daemon
+//! turns it off while a read-write client's own terminal answers. Bells, titles,
+//! notifications and cursor visibility are collected as [`TermEvent`]s.
+//! Synchronized updates (`CSI ? 2026 h`) are not buffered by the parser.
 //!
 //! **Output is applied lazily.** [`Emulator::push`] only queues bytes; every method
 //! that reads the terminal ([`formatted`](Emulator::formatted), [`plain`](Emulator::plain),
@@ -38,8 +40,8 @@
 //!
 //! | request              | bytes                                                        |
 //! |----------------------|--------------------------------------------------------------|
-//! | ATTACH               | [`Emulator::formatted`]: cursor visibility, attribute reset, clear screen, every visible cell with its attributes, the cursor position, the current pen |
-//! | PEEK                 | the same                                                     |
+//! | ATTACH               | the screen in use (`CSI ? 1049 h/l`), then [`Emulator::formatted`]: cursor visibility, attribute reset, clear screen, every visible cell with its attributes, the cursor position, the current pen; then every tracked mode set or reset, and the cursor shape |
+//! | PEEK                 | the visible rows, one line each, with SGR attributes only (no cursor motion, nothing cleared), wrapped in attribute resets |
 //! | PEEK plain           | visible text, no attributes, rows separated by `\n` (a wrapped row continues its line), trailing blanks and blank lines dropped |
 //! | PEEK full            | every scrollback row, then the visible rows, one line each, with SGR attributes only (no cursor motion), wrapped in attribute resets |
 //! | PEEK full plain      | the same rows as plain text, trailing blank lines dropped    |
@@ -47,15 +49,22 @@
 //! A snapshot never exceeds the largest server frame: a longer one (possible only with
 //! `full`) keeps its newest lines and drops the oldest.
 
+mod effects;
 mod emulator;
 #[cfg(test)]
 mod emulator_tests;
 mod legacy;
+mod modes;
 mod scan;
 mod serialize;
+mod side;
+mod strip;
 
+pub use effects::{default_color, xtversion_answer, TermEvent, DA2_ANSWER};
 pub use emulator::{Emulator, NoSync};
 pub use legacy::{legacy_lines, legacy_modes, legacy_peek_snapshot, LegacyModes};
+pub use modes::RESTORE_MODES;
+pub use strip::PlainStream;
 
 use bytes::Bytes;
 use latch_wire::limits::MAX_SERVER_FRAME;
@@ -66,18 +75,31 @@ const SCREEN_MAX: usize = MAX_SERVER_FRAME - 64;
 /// SGR reset.
 const RESET: &str = "\x1b[m";
 
-/// The ATTACH snapshot: repaints a terminal exactly (clear, cells, cursor).
+/// The ATTACH snapshot: puts a terminal in the program's state exactly: the screen
+/// it is on (main or alternate), every cell, the cursor, then the modes
+/// (SPEC §5.4).
 pub fn attach_snapshot(term: &mut Emulator) -> Bytes {
-    Bytes::from(term.formatted())
+    let before = term.modes_before();
+    let cells = term.formatted();
+    let after = term.modes_after();
+    let mut out = String::with_capacity(before.len() + cells.len() + after.len());
+    out.push_str(before);
+    out.push_str(&cells);
+    out.push_str(&after);
+    Bytes::from(out)
 }
 
 /// The PEEK snapshot (see the module table).
 pub fn peek_snapshot(term: &mut Emulator, plain: bool, full: bool) -> Bytes {
+    Bytes::from(capture(term, plain, full, SCREEN_MAX))
+}
+
+/// A PEEK capture as text, keeping at most `max` bytes (its newest whole lines).
+pub fn capture(term: &mut Emulator, plain: bool, full: bool, max: usize) -> String {
     let text = match (plain, full) {
-        (false, false) => return Bytes::from(term.formatted()),
         (true, full) => term.plain(full),
-        (false, true) => {
-            let capture = term.formatted_lines(true);
+        (false, full) => {
+            let capture = term.formatted_lines(full);
             let mut text = String::with_capacity(capture.len() + 2 * RESET.len());
             text.push_str(RESET);
             text.push_str(&capture);
@@ -85,7 +107,7 @@ pub fn peek_snapshot(term: &mut Emulator, plain: bool, full: bool) -> Bytes {
             text
         }
     };
-    Bytes::from(keep_tail(text, SCREEN_MAX))
+    keep_tail(text, max)
 }
 
 /// Keeps at most `max` bytes: the newest whole lines, after an attribute reset.
@@ -121,12 +143,17 @@ mod tests {
         assert_eq!(&plain[..], b"one\ntwo\nthree");
         let ansi = peek_snapshot(&mut p, false, false);
         let ansi = std::str::from_utf8(&ansi).unwrap();
-        assert!(ansi.contains("\x1b[H\x1b[J"), "clears the screen: {ansi:?}");
-        assert!(ansi.contains("\x1b[0;1mtwo"), "keeps attributes: {ansi:?}");
-        assert_eq!(attach_snapshot(&mut p), peek_snapshot(&mut p, false, false));
+        // Line-based: SGR only, one line per row, never a cursor move or a clear.
+        assert_eq!(ansi, "\x1b[mone\n\x1b[0;1mtwo\x1b[m\nthree\x1b[m");
+        let repaint = attach_snapshot(&mut p);
+        let repaint = std::str::from_utf8(&repaint).unwrap();
+        assert!(
+            repaint.contains("\x1b[H\x1b[J"),
+            "clears the screen: {repaint:?}"
+        );
         // Repainting a fresh terminal with the snapshot reproduces the screen.
         let mut copy = parser(4, 20, 0);
-        copy.process(ansi.as_bytes());
+        copy.process(repaint.as_bytes());
         assert_eq!(copy.plain(false), p.plain(false));
         assert_eq!(copy.cursor(), p.cursor());
     }

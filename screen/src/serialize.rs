@@ -109,6 +109,12 @@ impl Emulator {
             };
             each(out, row, end, &mut pen);
             if !wrapped {
+                // Every line stands alone (grep, head, less -R): attributes end
+                // with it.
+                if pen != Pen::default() {
+                    out.push_str("\x1b[m");
+                    pen = Pen::default();
+                }
                 out.push('\n');
             }
         }
@@ -158,7 +164,7 @@ fn is_default_fg(c: Color) -> bool {
 
 /// Whether a cell looks like a cleared one (so a cleared screen already shows it).
 fn is_blank(cell: &Cell) -> bool {
-    (cell.c == ' ' || cell.c == '\0' || cell.flags.contains(Flags::LEADING_WIDE_CHAR_SPACER))
+    (matches!(cell.c, ' ' | '\0' | '\t') || cell.flags.contains(Flags::LEADING_WIDE_CHAR_SPACER))
         && is_default_bg(cell.bg)
         && !cell.flags.intersects(VISIBLE_ON_BLANK)
         && cell.zerowidth().is_none()
@@ -183,7 +189,12 @@ fn push_char(out: &mut String, cell: &Cell) {
     if !cell_prints(cell) {
         return;
     }
-    out.push(if cell.c == '\0' { ' ' } else { cell.c });
+    // A tab leaves '\t' in the cell it started from (alacritty keeps it for copying);
+    // the screen shows a blank there, so that is what is written.
+    out.push(match cell.c {
+        '\0' | '\t' => ' ',
+        c => c,
+    });
     if let Some(zw) = cell.zerowidth() {
         out.extend(zw.iter());
     }

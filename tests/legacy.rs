@@ -1478,3 +1478,81 @@ fn legacy_requests_while_draining_are_closed_not_left_hanging() {
     c.send(DATA, b"late\n");
     assert_eq!(c.status()["draining"], true);
 }
+
+/// Ends a fake daemon's accept loop (it returns on a first byte that is not MAGIC's)
+/// and returns what it saw.
+fn stop_fake(sock: &std::path::Path, fake: JoinHandle<Vec<Seen>>) -> Vec<Seen> {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.write_all(b"x").unwrap();
+    fake.join().unwrap()
+}
+
+/// An older daemon may die of a second header it cannot read (SPEC.md §6): one
+/// client probes a socket that closed on its HELLO at most once.
+#[test]
+fn an_older_daemon_is_probed_at_most_once_per_client() {
+    let reg = Reg::new();
+    reg.run(&["ls"]).ok();
+    let sock = reg.path("old.sock");
+    let fake = serve_fake(
+        UnixListener::bind(&sock).unwrap(),
+        Fake::CloseAfterLegacyHeader,
+    );
+    let client = latch_client::Client::open(&reg.root, support::latch_bin().into()).unwrap();
+    let id = latch_wire::SessionId::new("old").unwrap();
+    for attempt in 0..3 {
+        match client.connect_unbound(&id) {
+            Err(e) => assert_eq!(e.exit_code(), 8, "attempt {attempt}: {e}"),
+            Ok(_) => panic!("attempt {attempt}: connected to an older daemon"),
+        }
+    }
+    let seen = stop_fake(&sock, fake);
+    assert_eq!(
+        seen.len(),
+        1,
+        "the older daemon was probed {} times",
+        seen.len()
+    );
+}
+
+/// A record that is not latch's (an older tool's metadata under the same name) is a
+/// degraded read: no command connects to its socket.
+#[test]
+fn a_record_that_is_not_latchs_is_never_connected_to() {
+    let reg = Reg::new();
+    reg.run(&["ls"]).ok();
+    std::fs::write(
+        reg.path("pty1.json"),
+        br#"{"command":"bash","args":[],"cwd":"/tmp","createdAt":"2026-01-01T00:00:00.000Z","pid":1}"#,
+    )
+    .unwrap();
+    let sock = reg.path("pty1.sock");
+    let fake = serve_fake(
+        UnixListener::bind(&sock).unwrap(),
+        Fake::CloseAfterLegacyHeader,
+    );
+    for args in [
+        vec!["status", "pty1"],
+        vec!["peek", "pty1"],
+        vec!["send", "pty1", "x"],
+        vec!["kill", "pty1"],
+        vec!["attach", "pty1"],
+        vec!["rm", "pty1", "--force"],
+    ] {
+        let r = reg.run(&args);
+        assert_eq!(r.code, 7, "{args:?}: {r:?}");
+    }
+    let r = reg.run(&["gc", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("degraded"), "{r:?}");
+    let seen = stop_fake(&sock, fake);
+    assert!(
+        seen.is_empty(),
+        "a command connected to the older daemon: {}",
+        seen.len()
+    );
+    assert!(
+        reg.path("pty1.json").exists(),
+        "the older tool's record is untouched"
+    );
+}

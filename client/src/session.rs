@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::conn::{Bound, Connection, DEFAULT_TIMEOUT};
 use crate::create::{spawn_daemon, Created};
-use crate::error::{ClientError, UnreachableCause};
+use crate::error::{ClientError, Mismatch, UnreachableCause};
 use crate::names::validate_display_name;
 
 /// A session's derived status (never stored).
@@ -127,6 +127,10 @@ pub struct Client {
     daemon_program: PathBuf,
     /// The owner precondition every conditional operation checks (SPEC.md §9.11).
     required_owner: Option<Owner>,
+    /// Sockets that answered in the older framing (or closed on our HELLO as an
+    /// older daemon does): never probed again by this client (SPEC.md §6), since an
+    /// older daemon may die of a second header it cannot read.
+    older_daemons: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 impl Client {
@@ -137,6 +141,7 @@ impl Client {
             registry: Registry::open(root)?,
             daemon_program,
             required_owner: None,
+            older_daemons: std::sync::Mutex::default(),
         })
     }
 
@@ -450,9 +455,36 @@ impl Client {
         }
     }
 
-    /// Connects to a session's daemon and negotiates, without binding.
+    /// Connects to a session's daemon and negotiates, without binding. A socket
+    /// that answered this client in the older framing, or closed on its HELLO, is
+    /// not probed again: the same mismatch is reported at once.
     pub fn connect_unbound(&self, id: &SessionId) -> Result<Connection, ClientError> {
-        Connection::open(&self.registry.socket_path(id), DEFAULT_TIMEOUT)
+        let path = self.registry.socket_path(id);
+        let known_older = self
+            .older_daemons
+            .lock()
+            .is_ok_and(|seen| seen.contains(&path));
+        if known_older {
+            return Err(ClientError::protocol(
+                Mismatch::LegacyPeer,
+                format!(
+                    "the daemon at {} answered in the older framing earlier in this \
+                     command; not probed again",
+                    path.display()
+                ),
+            ));
+        }
+        let result = Connection::open(&path, DEFAULT_TIMEOUT);
+        if let Err(ClientError::Protocol {
+            found: Mismatch::LegacyPeer | Mismatch::NoAnswer,
+            ..
+        }) = &result
+        {
+            if let Ok(mut seen) = self.older_daemons.lock() {
+                seen.insert(path);
+            }
+        }
+        result
     }
 
     /// Connects and binds to exactly `session`: every later effect reaches that

@@ -49,7 +49,11 @@ impl SessionStatus {
     }
 }
 
-/// Derives the status of a record.
+/// Ids a listing thread reads at least (fewer: one thread does it all).
+const LIST_PER_THREAD: usize = 128;
+
+/// Derives the status of a record: its recorded exit, or whether its daemon is
+/// observed running (SPEC.md §9.7). An observation, never the basis of a signal.
 pub fn derive_status(record: &Record) -> SessionStatus {
     if let Some(exit) = &record.exit {
         return SessionStatus::Exited {
@@ -57,7 +61,7 @@ pub fn derive_status(record: &Record) -> SessionStatus {
             signal: exit.signal,
         };
     }
-    match prove(&record.daemon) {
+    match latch_registry::proc::observe(&record.daemon) {
         Ok(_) => SessionStatus::Running,
         Err(ProofError::Gone | ProofError::Mismatch) => SessionStatus::Vanished,
         Err(e) => SessionStatus::Unknown {
@@ -266,24 +270,30 @@ impl Client {
     /// Every session in the registry, unreadable ones included as degraded.
     pub fn list(&self) -> Result<Vec<Entry>, ClientError> {
         let (ids, bad) = self.registry.list_ids()?;
-        let mut out = Vec::with_capacity(ids.len() + bad.len());
-        for id in ids {
-            match self.registry.read_record(&id) {
-                Ok(Some(record)) => {
-                    let status = derive_status(&record);
-                    out.push(Entry::Session {
-                        record: Box::new(record),
-                        status,
-                    });
-                }
-                // Removed between listing and reading: it is simply gone.
-                Ok(None) => {}
-                Err(e) => out.push(Entry::Degraded {
-                    id: id.to_string(),
-                    error: e.to_string(),
-                }),
-            }
-        }
+        // Reading a record and observing its daemon is independent per id: split a
+        // large registry over the available cores, keeping the listing's order.
+        let workers = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .min(ids.len() / LIST_PER_THREAD + 1);
+        let mut out: Vec<Entry> = if workers <= 1 {
+            ids.iter().filter_map(|id| self.entry(id)).collect()
+        } else {
+            let chunk = ids.len().div_ceil(workers);
+            std::thread::scope(|scope| {
+                let parts: Vec<_> = ids
+                    .chunks(chunk)
+                    .map(|part| {
+                        scope.spawn(move || {
+                            part.iter().filter_map(|id| self.entry(id)).collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                parts
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap_or_default())
+                    .collect()
+            })
+        };
         for stem in bad {
             out.push(Entry::Degraded {
                 error: format!("{stem:?} is not a valid session id"),
@@ -291,6 +301,24 @@ impl Client {
             });
         }
         Ok(out)
+    }
+
+    /// One id's line of `ls`: `None` if it was removed between listing and reading.
+    fn entry(&self, id: &SessionId) -> Option<Entry> {
+        match self.registry.read_record(id) {
+            Ok(Some(record)) => {
+                let status = derive_status(&record);
+                Some(Entry::Session {
+                    record: Box::new(record),
+                    status,
+                })
+            }
+            Ok(None) => None,
+            Err(e) => Some(Entry::Degraded {
+                id: id.to_string(),
+                error: e.to_string(),
+            }),
+        }
     }
 
     /// Reads `session`'s record and checks that it still holds `session`'s

@@ -264,6 +264,35 @@ pub fn prove(who: &ProcIdentity) -> Result<PidFd, ProofError> {
     Ok(fd)
 }
 
+/// Observes whether `who` is running now: the boot id, then one read of
+/// `/proc/PID/stat` for its start time and state (not a zombie). For reporting a
+/// status only: a pid is never signalled on this alone, since nothing pins it
+/// after the read ([`prove`] opens a pidfd first). Same outcomes as [`prove`].
+pub fn observe(who: &ProcIdentity) -> Result<(), ProofError> {
+    let now_boot = boot_id().map_err(ProofError::Unverifiable)?;
+    if now_boot != who.boot_id {
+        return Err(ProofError::Mismatch);
+    }
+    let stat = match fs::read_to_string(format!("/proc/{}/stat", who.pid)) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ProofError::Gone),
+        Err(e) => return Err(ProofError::Unverifiable(e)),
+    };
+    let malformed = || {
+        ProofError::Unverifiable(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "malformed /proc/PID/stat",
+        ))
+    };
+    if parse_start_time(&stat).ok_or_else(malformed)? != who.start_time {
+        return Err(ProofError::Mismatch);
+    }
+    match parse_state(&stat).ok_or_else(malformed)? {
+        'Z' | 'X' | 'x' => Err(ProofError::Gone),
+        _ => Ok(()),
+    }
+}
+
 /// Proves `who` and sends `sig` through the pidfd.
 pub fn signal_proven(who: &ProcIdentity, sig: i32) -> Result<(), ProofError> {
     let fd = prove(who)?;

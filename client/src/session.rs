@@ -133,8 +133,11 @@ pub struct Client {
     required_owner: Option<Owner>,
     /// Sockets that answered in the older framing (or closed on our HELLO as an
     /// older daemon does): never probed again by this client (SPEC.md §6), since an
-    /// older daemon may die of a second header it cannot read.
-    older_daemons: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
+    /// older daemon may die of a second header it cannot read. Keyed by the socket
+    /// file's identity (device, inode, change time: an inode number is reused), not
+    /// its path: a daemon that replaces the session binds a new socket at the same
+    /// path, and is probed afresh.
+    older_daemons: std::sync::Mutex<std::collections::HashSet<(u64, u64, i64, i64)>>,
 }
 
 impl Client {
@@ -488,10 +491,17 @@ impl Client {
     /// not probed again: the same mismatch is reported at once.
     pub fn connect_unbound(&self, id: &SessionId) -> Result<Connection, ClientError> {
         let path = self.registry.socket_path(id);
-        let known_older = self
-            .older_daemons
-            .lock()
-            .is_ok_and(|seen| seen.contains(&path));
+        let socket = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::symlink_metadata(&path)
+                .ok()
+                .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+        };
+        let known_older = socket.is_some_and(|s| {
+            self.older_daemons
+                .lock()
+                .is_ok_and(|seen| seen.contains(&s))
+        });
         if known_older {
             return Err(ClientError::protocol(
                 Mismatch::LegacyPeer,
@@ -508,8 +518,8 @@ impl Client {
             ..
         }) = &result
         {
-            if let Ok(mut seen) = self.older_daemons.lock() {
-                seen.insert(path);
+            if let (Some(s), Ok(mut seen)) = (socket, self.older_daemons.lock()) {
+                seen.insert(s);
             }
         }
         result

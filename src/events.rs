@@ -8,6 +8,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use latch_client::{exit, Client, ClientError, UnreachableCause};
+use latch_registry::events::ReadEvent;
 use latch_wire::{Incarnation, SessionId, SessionRef};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
@@ -21,17 +22,7 @@ struct Stream {
 }
 
 fn ids_with_events(client: &Client) -> Result<Vec<SessionId>, ClientError> {
-    let dir = std::fs::read_dir(client.registry().root())
-        .map_err(|e| ClientError::Other(format!("read registry: {e}")))?;
-    let mut ids: Vec<SessionId> = dir
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            SessionId::new(name.strip_suffix(".events.jsonl")?).ok()
-        })
-        .collect();
-    ids.sort();
-    Ok(ids)
+    Ok(client.registry().event_ids()?)
 }
 
 fn streams(
@@ -80,11 +71,13 @@ fn streams(
     }])
 }
 
-fn matches(ev: &Value, only: Option<&Incarnation>) -> bool {
-    only.is_none_or(|inc| ev["incarnation"].as_str() == Some(inc.to_string().as_str()))
+fn matches(ev: &ReadEvent, only: Option<&Incarnation>) -> bool {
+    only.is_none_or(|inc| ev.incarnation() == Some(inc.to_string()))
 }
 
-fn print(ev: &Value, json: bool) {
+fn print(ev: &ReadEvent, json: bool) {
+    let value = ev.to_value();
+    let ev = &value;
     if json {
         println!("{ev}");
         return;
@@ -121,7 +114,7 @@ fn print(ev: &Value, json: bool) {
 /// New lines of one stream since the last call; `Err` only for unreadable files.
 /// Reads are bounded (SPEC.md §9.9); a line that cannot be parsed is an
 /// `unreadable` event.
-fn fresh(client: &Client, s: &mut Stream) -> Result<Vec<Value>, ClientError> {
+fn fresh(client: &Client, s: &mut Stream) -> Result<Vec<ReadEvent>, ClientError> {
     let lines = client
         .registry()
         .read_event_lines(&s.id)
@@ -168,7 +161,7 @@ pub fn run(
         for s in &mut streams {
             for ev in fresh(client, s)? {
                 match wait {
-                    Some(t) if ev["type"].as_str() == Some(t) => {
+                    Some(t) if ev.type_name() == t => {
                         print(&ev, json);
                         return Ok(exit::OK);
                     }

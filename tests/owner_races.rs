@@ -191,8 +191,8 @@ fn owner_preconditions_never_reach_a_replacement_owned_by_another_project() {
             .read_events(&id)
             .unwrap()
             .into_iter()
-            .filter(|e| e["incarnation"] == b.incarnation.to_string())
-            .map(|e| e["type"].as_str().unwrap_or("?").to_owned())
+            .filter(|e| e.incarnation() == Some(b.incarnation.to_string()))
+            .map(|e| e.type_name().to_owned())
             .collect();
         if b_events != ["session_start"] {
             hits.push("an event other than session_start for B");

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use latch_registry::events::{event, kind};
+use latch_registry::events::{Change, Event, EventKind, ReadEvent};
 use latch_registry::proc::{prove, ProofError};
 use latch_registry::spec::{ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
 use latch_registry::{Record, RegistryError, DEFAULT_LOCK_WAIT};
@@ -94,11 +94,16 @@ fn expired_events(
     let last = lines
         .last()
         .map(|l| latch_registry::events::parse_line(id, l));
-    match last.as_ref().map(|ev| ev["type"].as_str()) {
-        None | Some(Some(kind::REMOVED | latch_registry::events::UNREADABLE)) => {}
+    match &last {
+        None
+        | Some(ReadEvent::Unreadable { .. })
+        | Some(ReadEvent::Known(Event {
+            kind: EventKind::Removed,
+            ..
+        })) => {}
         Some(_) => return None,
     }
-    let inc = last.and_then(|ev| ev["incarnation"].as_str().map(str::to_owned));
+    let inc = last.and_then(|ev| ev.incarnation());
     Some((inc, age))
 }
 
@@ -138,16 +143,7 @@ impl Client {
     /// only the files it removes (or would remove).
     fn gc_events(&self, opts: &GcOptions) -> Result<Vec<GcReport>, ClientError> {
         let reg = self.registry();
-        let dir = std::fs::read_dir(reg.root())
-            .map_err(|e| ClientError::Other(format!("read {}: {e}", reg.root().display())))?;
-        let mut ids: Vec<SessionId> = dir
-            .filter_map(Result::ok)
-            .filter_map(|e| {
-                let name = e.file_name();
-                SessionId::new(name.to_str()?.strip_suffix(".events.jsonl")?).ok()
-            })
-            .collect();
-        ids.sort();
+        let ids = reg.event_ids()?;
         let mut out = Vec::new();
         for id in ids {
             let Some((inc, age)) = expired_events(reg, &id) else {
@@ -329,12 +325,7 @@ impl Client {
             .and_then(|_| {
                 reg.append_event(
                     &lock,
-                    &event(
-                        kind::REMOVED,
-                        &observed.id,
-                        &observed.incarnation,
-                        serde_json::Map::new(),
-                    ),
+                    &Event::new(&observed.id, &observed.incarnation, EventKind::Removed),
                 )
             })
             .and_then(|()| reg.remove_files(lock));
@@ -384,12 +375,15 @@ impl Client {
         }
         let old = std::mem::replace(&mut record.command, command.to_vec());
         reg.write_record(&lock, &record)?;
-        let mut fields = serde_json::Map::new();
-        fields.insert(
-            "changes".into(),
-            serde_json::json!({"command": {"old": old, "new": command}}),
-        );
-        reg.append_event(&lock, &event(kind::METADATA_CHANGE, &id, &inc, fields))?;
+        let change = Change {
+            old: serde_json::json!(old),
+            new: serde_json::json!(command),
+        };
+        let changes = BTreeMap::from([("command".to_owned(), change)]);
+        reg.append_event(
+            &lock,
+            &Event::new(&id, &inc, EventKind::MetadataChange { changes }),
+        )?;
         drop(lock);
         Ok(client)
     }

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use latch_registry::events::{event, kind};
+use latch_registry::events::{Change, Event, EventKind};
 use latch_registry::{Record, DEFAULT_LOCK_WAIT};
 use latch_wire::{Incarnation, SessionId};
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::error::ClientError;
 use crate::names::validate_display_name;
@@ -102,13 +102,16 @@ impl MetaPatch {
     }
 
     /// Applies the patch to `record`; returns the changes as key -> {old, new}.
-    pub fn apply(&self, record: &mut Record) -> Map<String, Value> {
-        let mut changes = Map::new();
+    pub fn apply(&self, record: &mut Record) -> BTreeMap<String, Change> {
+        let mut changes = BTreeMap::new();
         if let Some(name) = &self.display_name {
             if &record.display_name != name {
                 changes.insert(
                     "displayName".into(),
-                    json!({"old": record.display_name, "new": name}),
+                    Change {
+                        old: json!(record.display_name),
+                        new: json!(name),
+                    },
                 );
                 record.display_name.clone_from(name);
             }
@@ -116,7 +119,13 @@ impl MetaPatch {
         for (k, v) in &self.tags {
             let old = record.tags.get(k).cloned();
             if &old != v {
-                changes.insert(format!("tags.{k}"), json!({"old": old, "new": v}));
+                changes.insert(
+                    format!("tags.{k}"),
+                    Change {
+                        old: json!(old),
+                        new: json!(v),
+                    },
+                );
                 match v {
                     Some(v) => record.tags.insert(k.clone(), v.clone()),
                     None => record.tags.remove(k),
@@ -162,14 +171,18 @@ impl Client {
         let changes = patch.apply(&mut record);
         if !changes.is_empty() {
             reg.write_record(&lock, &record)?;
-            let mut fields = Map::new();
-            fields.insert("changes".into(), Value::Object(changes.clone()));
             // The record is written first, then the event, both under the lock: a
             // crash between the two leaves a change without its event, never an
             // event without its change (SPEC.md §9.9).
             reg.append_event(
                 &lock,
-                &event(kind::METADATA_CHANGE, id, &record.incarnation, fields),
+                &Event::new(
+                    id,
+                    &record.incarnation,
+                    EventKind::MetadataChange {
+                        changes: changes.clone(),
+                    },
+                ),
             )?;
         }
         Ok(Patched {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use latch_registry::events::{event, kind};
+use latch_registry::events::{Event, EventKind};
 use latch_registry::proc::{prove, ProofError};
 use latch_registry::{CreateSpec, Record, Registry, RegistryError, DEFAULT_LOCK_WAIT};
 use latch_wire::{Incarnation, LegacyPolicy, Owner, SessionId, SessionRef};
@@ -800,15 +800,12 @@ impl Client {
     fn log_kill_requested(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
         let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
         self.read_expecting(session)?;
-        let mut fields = serde_json::Map::new();
-        fields.insert("signal".into(), serde_json::json!(signal));
         self.registry.append_event(
             &lock,
-            &event(
-                kind::KILL_REQUESTED,
+            &Event::new(
                 &session.id,
                 &session.incarnation,
-                fields,
+                EventKind::KillRequested { signal },
             ),
         )?;
         Ok(())
@@ -855,12 +852,7 @@ impl Client {
         self.registry.remove_stale_socket(&lock)?;
         self.registry.append_event(
             &lock,
-            &event(
-                kind::REMOVED,
-                &session.id,
-                &session.incarnation,
-                serde_json::Map::new(),
-            ),
+            &Event::new(&session.id, &session.incarnation, EventKind::Removed),
         )?;
         self.registry.remove_files(lock)?;
         Ok(())

@@ -24,7 +24,7 @@ use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 
-use latch_registry::events::{event, kind};
+use latch_registry::events::{Event, EventKind};
 use latch_registry::spec::{FailureKind, ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
 use latch_registry::FinalScreen;
 use latch_registry::{
@@ -127,19 +127,19 @@ impl Claim {
     /// Appends a terminal event (SPEC §9.9) if the record is still this creation's.
     /// Waits for the lock only briefly: a busy registry loses the event rather than
     /// stalling the session.
-    pub fn record_event(&self, kind: &str, fields: serde_json::Map<String, serde_json::Value>) {
+    pub fn record_event(&self, kind: EventKind) {
         let lock = match self.registry.lock(&self.own.id, EVENT_LOCK_WAIT) {
             Ok(lock) => lock,
             Err(e) => {
-                log!("{kind} event not recorded: {e}");
+                log!("{} event not recorded: {e}", kind.type_name());
                 return;
             }
         };
         match self.registry.read_record(&self.own.id) {
             Ok(Some(rec)) if rec.incarnation == self.own.incarnation => {
-                let ev = event(kind, &self.own.id, &self.own.incarnation, fields);
+                let ev = Event::new(&self.own.id, &self.own.incarnation, kind);
                 if let Err(e) = self.registry.append_event(&lock, &ev) {
-                    log!("cannot append the {kind} event: {e}");
+                    log!("cannot append the {} event: {e}", ev.type_name());
                 }
             }
             _ => {}
@@ -162,9 +162,10 @@ impl Claim {
         self.unlink_socket_if_ours();
         match self.registry.read_record(&self.own.id) {
             Ok(Some(mut rec)) if rec.incarnation == self.own.incarnation => {
-                let mut fields = serde_json::Map::new();
-                fields.insert("code".into(), serde_json::json!(exit.code));
-                fields.insert("signal".into(), serde_json::json!(exit.signal));
+                let kind = EventKind::SessionExit {
+                    code: exit.code,
+                    signal: exit.signal,
+                };
                 rec.exit = Some(exit);
                 // The final screen first, so an exit on record implies its screen.
                 if let Some(screen) = &screen {
@@ -176,12 +177,7 @@ impl Claim {
                     Ok(()) => log!("exit recorded"),
                     Err(e) => log!("cannot record the exit: {e}"),
                 }
-                let ev = event(
-                    kind::SESSION_EXIT,
-                    &self.own.id,
-                    &self.own.incarnation,
-                    fields,
-                );
+                let ev = Event::new(&self.own.id, &self.own.incarnation, kind);
                 if let Err(e) = self.registry.append_event(&lock, &ev) {
                     log!("cannot append the exit event: {e}");
                 }
@@ -456,13 +452,14 @@ fn create_locked(
     registry
         .write_record(lock, &record)
         .map_err(registry_error)?;
-    let mut fields = serde_json::Map::new();
-    fields.insert("command".into(), serde_json::json!(record.command));
-    fields.insert("daemonPid".into(), serde_json::json!(record.daemon.pid));
-    fields.insert("childPid".into(), serde_json::json!(record.child.pid));
-    fields.insert("owner".into(), serde_json::json!(record.owner));
+    let start = EventKind::SessionStart {
+        command: record.command.clone(),
+        daemon_pid: record.daemon.pid,
+        child_pid: record.child.pid,
+        owner: record.owner.clone(),
+    };
     registry
-        .append_event(lock, &event(kind::SESSION_START, id, &incarnation, fields))
+        .append_event(lock, &Event::new(id, &incarnation, start))
         .map_err(registry_error)?;
     // Success: nothing to undo. The std handle is dropped without waiting; the
     // program is reaped by the exit watcher through waitpid.

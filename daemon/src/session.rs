@@ -299,25 +299,12 @@ impl Session {
     }
 
     fn term_event(&self, e: screen::TermEvent) {
-        use latch_registry::events::kind;
-        use serde_json::json;
-        let mut fields = serde_json::Map::new();
-        let kind = match e {
+        use latch_registry::events::{kind, EventKind};
+        let kind = match &e {
             screen::TermEvent::Bell => kind::BELL,
-            screen::TermEvent::Title(t) => {
-                fields.insert("title".into(), json!(t));
-                kind::TITLE_CHANGE
-            }
-            screen::TermEvent::Notification { osc, title, body } => {
-                fields.insert("source".into(), json!(format!("osc{osc}")));
-                fields.insert("title".into(), json!(title));
-                fields.insert("body".into(), json!(body));
-                kind::NOTIFICATION
-            }
-            screen::TermEvent::CursorVisible(v) => {
-                fields.insert("visible".into(), json!(v));
-                kind::CURSOR_VISIBLE
-            }
+            screen::TermEvent::Title(_) => kind::TITLE_CHANGE,
+            screen::TermEvent::Notification { .. } => kind::NOTIFICATION,
+            screen::TermEvent::CursorVisible(_) => kind::CURSOR_VISIBLE,
         };
         let now = Instant::now();
         let dropped = {
@@ -337,10 +324,20 @@ impl Session {
             b.tokens -= 1.0;
             std::mem::take(&mut b.dropped)
         };
-        if dropped > 0 {
-            fields.insert("dropped".into(), json!(dropped));
-        }
-        self.claim.record_event(kind, fields);
+        let dropped = (dropped > 0).then_some(dropped);
+        self.claim.record_event(match e {
+            screen::TermEvent::Bell => EventKind::Bell { dropped },
+            screen::TermEvent::Title(title) => EventKind::TitleChange { title, dropped },
+            screen::TermEvent::Notification { osc, title, body } => EventKind::Notification {
+                source: format!("osc{osc}"),
+                title,
+                body,
+                dropped,
+            },
+            screen::TermEvent::CursorVisible(visible) => {
+                EventKind::CursorVisible { visible, dropped }
+            }
+        });
     }
 
     /// Whether the emulator answers the program's queries: only while no

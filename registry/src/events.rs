@@ -13,7 +13,10 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use latch_wire::{Incarnation, SessionId};
+use std::collections::BTreeMap;
+
+use latch_wire::{Incarnation, Owner, SessionId};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::error::RegistryError;
@@ -29,7 +32,7 @@ pub const EVENTS_READ_MAX_BYTES: u64 = EVENTS_MAX_BYTES + 64 * 1024;
 /// The longest excerpt of an unreadable line kept in its `unreadable` event.
 const UNREADABLE_EXCERPT: usize = 256;
 
-/// Event types (the `type` field).
+/// Event types (the `type` field), as [`Event::type_name`] reports them.
 pub mod kind {
     /// The session was created.
     pub const SESSION_START: &str = "session_start";
@@ -49,34 +52,230 @@ pub mod kind {
     pub const NOTIFICATION: &str = "notification";
     /// The program showed or hid the cursor (`visible`).
     pub const CURSOR_VISIBLE: &str = "cursor_visible";
+    /// Every type a build of this version writes, in SPEC.md §9.9's order.
+    pub const ALL: [&str; 9] = [
+        SESSION_START,
+        SESSION_EXIT,
+        METADATA_CHANGE,
+        KILL_REQUESTED,
+        REMOVED,
+        BELL,
+        TITLE_CHANGE,
+        NOTIFICATION,
+        CURSOR_VISIBLE,
+    ];
 }
 
-/// Builds an event object: `{"ts", "type", "id", "incarnation", ...fields}`.
-pub fn event(kind: &str, id: &SessionId, inc: &Incarnation, fields: Map<String, Value>) -> Value {
-    let mut obj = Map::new();
-    obj.insert("ts".into(), json!(now_ms()));
-    obj.insert("type".into(), json!(kind));
-    obj.insert("id".into(), json!(id.as_str()));
-    obj.insert("incarnation".into(), json!(inc.to_string()));
-    obj.extend(fields);
-    Value::Object(obj)
+/// One change of a `metadata_change` event: the value before and after (`null`
+/// when absent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// Before.
+    pub old: Value,
+    /// After.
+    pub new: Value,
+}
+
+/// What happened, with the fields of its type (SPEC.md §9.9); the serde tag is
+/// the event's `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The daemon created the session (after writing its record).
+    #[serde(rename_all = "camelCase")]
+    SessionStart {
+        /// Program and arguments.
+        command: Vec<String>,
+        /// The daemon's pid.
+        daemon_pid: u32,
+        /// The program's pid.
+        child_pid: u32,
+        /// The creation's owner (SPEC.md §2.4).
+        owner: Option<Owner>,
+    },
+    /// The program ended; written after the exit was recorded.
+    SessionExit {
+        /// Exit code.
+        code: Option<i32>,
+        /// Signal.
+        signal: Option<i32>,
+    },
+    /// Metadata changed: `displayName`, `tags.K` or `command`.
+    MetadataChange {
+        /// Key -> {old, new}.
+        changes: BTreeMap<String, Change>,
+    },
+    /// A kill was requested (after checking the incarnation under the lock).
+    KillRequested {
+        /// The signal.
+        signal: i32,
+    },
+    /// The session's files are about to go.
+    Removed,
+    /// The program rang the bell (rate-limited, SPEC.md §9.9).
+    Bell {
+        /// How many bells were dropped by the rate limit before this one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dropped: Option<u64>,
+    },
+    /// The program set the window title (a reset is `""`).
+    TitleChange {
+        /// The title.
+        title: String,
+        /// How many changes were dropped by the rate limit before this one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dropped: Option<u64>,
+    },
+    /// The program sent a desktop notification.
+    Notification {
+        /// `osc9`, `osc777` or `osc99`.
+        source: String,
+        /// The title, if any.
+        title: Option<String>,
+        /// The body (at most 1024 bytes).
+        body: String,
+        /// How many notifications were dropped by the rate limit before this one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dropped: Option<u64>,
+    },
+    /// The program showed or hid the cursor.
+    CursorVisible {
+        /// Shown.
+        visible: bool,
+        /// How many changes were dropped by the rate limit before this one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dropped: Option<u64>,
+    },
+}
+
+/// One event of one creation: `{"ts", "type", "id", "incarnation", ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// When, ms since the epoch.
+    pub ts: u64,
+    /// The session id.
+    pub id: SessionId,
+    /// The creation.
+    pub incarnation: Incarnation,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+impl Event {
+    /// An event of `kind` for `{id, inc}`, stamped now.
+    pub fn new(id: &SessionId, inc: &Incarnation, kind: EventKind) -> Self {
+        Self {
+            ts: now_ms(),
+            id: id.clone(),
+            incarnation: *inc,
+            kind,
+        }
+    }
+
+    /// The `type` field.
+    pub fn type_name(&self) -> &'static str {
+        self.kind.type_name()
+    }
+}
+
+impl EventKind {
+    /// The `type` field.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::SessionStart { .. } => kind::SESSION_START,
+            EventKind::SessionExit { .. } => kind::SESSION_EXIT,
+            EventKind::MetadataChange { .. } => kind::METADATA_CHANGE,
+            EventKind::KillRequested { .. } => kind::KILL_REQUESTED,
+            EventKind::Removed => kind::REMOVED,
+            EventKind::Bell { .. } => kind::BELL,
+            EventKind::TitleChange { .. } => kind::TITLE_CHANGE,
+            EventKind::Notification { .. } => kind::NOTIFICATION,
+            EventKind::CursorVisible { .. } => kind::CURSOR_VISIBLE,
+        }
+    }
 }
 
 /// The type of the event standing for a line that cannot be read.
 pub const UNREADABLE: &str = "unreadable";
 
-/// Parses one line of `id`'s events file. A line that is not one JSON object
-/// becomes `{"type": "unreadable", "id": id, "line": <excerpt, lossily decoded>}`.
-pub fn parse_line(id: &SessionId, line: &[u8]) -> Value {
-    match serde_json::from_slice::<Value>(line) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => {
-            let cut = line.get(..UNREADABLE_EXCERPT).unwrap_or(line);
-            json!({
+/// One line of an events file as read: a typed event; a JSON object this build
+/// does not know (another version's type, say), kept whole; or a line that is not
+/// a JSON object at all.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadEvent {
+    /// A typed event.
+    Known(Event),
+    /// A JSON object that is not an event of this build's types.
+    Other(Map<String, Value>),
+    /// Not a JSON object: `{"type": "unreadable", "id", "line"}` with the line's
+    /// first 256 bytes, lossily decoded.
+    Unreadable {
+        /// The events file's id.
+        id: SessionId,
+        /// The excerpt.
+        line: String,
+    },
+}
+
+impl ReadEvent {
+    /// The `type` field (`unreadable` for an unreadable line; `?` when missing).
+    pub fn type_name(&self) -> &str {
+        match self {
+            Self::Known(e) => e.type_name(),
+            Self::Other(o) => o.get("type").and_then(Value::as_str).unwrap_or("?"),
+            Self::Unreadable { .. } => UNREADABLE,
+        }
+    }
+
+    /// The `ts` field, if any.
+    pub fn ts(&self) -> Option<u64> {
+        match self {
+            Self::Known(e) => Some(e.ts),
+            Self::Other(o) => o.get("ts").and_then(Value::as_u64),
+            Self::Unreadable { .. } => None,
+        }
+    }
+
+    /// The `incarnation` field's text, if any.
+    pub fn incarnation(&self) -> Option<String> {
+        match self {
+            Self::Known(e) => Some(e.incarnation.to_string()),
+            Self::Other(o) => o
+                .get("incarnation")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            Self::Unreadable { .. } => None,
+        }
+    }
+
+    /// The event as a JSON object (what `latch events --json` prints).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Self::Known(e) => serde_json::to_value(e).unwrap_or(Value::Null),
+            Self::Other(o) => Value::Object(o.clone()),
+            Self::Unreadable { id, line } => json!({
                 "type": UNREADABLE,
                 "id": id.as_str(),
-                "line": String::from_utf8_lossy(cut),
-            })
+                "line": line,
+            }),
+        }
+    }
+}
+
+/// Parses one line of `id`'s events file (see [`ReadEvent`]).
+pub fn parse_line(id: &SessionId, line: &[u8]) -> ReadEvent {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Object(o)) => match serde_json::from_value::<Event>(Value::Object(o.clone())) {
+            Ok(e) => ReadEvent::Known(e),
+            Err(_) => ReadEvent::Other(o),
+        },
+        _ => {
+            let cut = line.get(..UNREADABLE_EXCERPT).unwrap_or(line);
+            ReadEvent::Unreadable {
+                id: id.clone(),
+                line: String::from_utf8_lossy(cut).into_owned(),
+            }
         }
     }
 }
@@ -119,7 +318,13 @@ pub fn read_tail_lines(path: &Path, cap: u64) -> io::Result<Option<Vec<Vec<u8>>>
 
 impl Registry {
     /// Appends one event under the session lock, rotating old lines out if needed.
-    pub fn append_event(&self, lock: &SessionLock, ev: &Value) -> Result<(), RegistryError> {
+    pub fn append_event(&self, lock: &SessionLock, ev: &Event) -> Result<(), RegistryError> {
+        if &ev.id != lock.id() {
+            return Err(RegistryError::io(
+                "append event",
+                io::Error::other(format!("lock is for {}, event is for {}", lock.id(), ev.id)),
+            ));
+        }
         let path = self.events_path(lock.id());
         let mut line = serde_json::to_vec(ev).map_err(|source| RegistryError::Encode {
             what: "event",
@@ -167,12 +372,18 @@ impl Registry {
     /// Reads a session's events, oldest first ([`Registry::read_event_lines`]). Lines
     /// that do not parse are returned as `unreadable` events ([`parse_line`]) rather
     /// than dropped.
-    pub fn read_events(&self, id: &SessionId) -> Result<Vec<Value>, RegistryError> {
+    pub fn read_events(&self, id: &SessionId) -> Result<Vec<ReadEvent>, RegistryError> {
         Ok(self
             .read_event_lines(id)?
             .iter()
             .map(|l| parse_line(id, l))
             .collect())
+    }
+
+    /// Every id with an events file (`<id>.events.jsonl`), sorted; the history of
+    /// removed sessions included.
+    pub fn event_ids(&self) -> Result<Vec<SessionId>, RegistryError> {
+        self.ids_with_suffix(".events.jsonl")
     }
 }
 
@@ -190,16 +401,30 @@ mod tests {
         let lock = reg.lock(&id, Duration::ZERO).unwrap();
         let pad = "x".repeat(1000);
         for i in 0..600 {
-            let mut f = Map::new();
-            f.insert("n".into(), json!(i));
-            f.insert("pad".into(), json!(pad));
-            reg.append_event(&lock, &event(kind::METADATA_CHANGE, &id, &inc, f))
-                .unwrap();
+            let change = |new: Value| Change {
+                old: Value::Null,
+                new,
+            };
+            let changes = BTreeMap::from([
+                ("n".to_owned(), change(json!(i))),
+                ("pad".to_owned(), change(json!(pad))),
+            ]);
+            let ev = Event::new(&id, &inc, EventKind::MetadataChange { changes });
+            reg.append_event(&lock, &ev).unwrap();
         }
         let size = fs::metadata(reg.events_path(&id)).unwrap().len();
         assert!(size <= EVENTS_MAX_BYTES, "{size}");
         let evs = reg.read_events(&id).unwrap();
-        let ns: Vec<i64> = evs.iter().map(|e| e["n"].as_i64().unwrap()).collect();
+        let ns: Vec<i64> = evs
+            .iter()
+            .map(|e| match e {
+                ReadEvent::Known(Event {
+                    kind: EventKind::MetadataChange { changes },
+                    ..
+                }) => changes["n"].new.as_i64().unwrap(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
         assert_eq!(*ns.last().unwrap(), 599, "newest kept");
         assert!(
             ns.windows(2).all(|w| w[1] == w[0] + 1),
@@ -223,18 +448,18 @@ mod tests {
         f.write_all(b"\n\xff\xfe{\n{\"type\":\"last\"}\n").unwrap();
         drop(f);
         let evs = reg.read_events(&id).unwrap();
-        let types: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        let types: Vec<&str> = evs.iter().map(ReadEvent::type_name).collect();
         assert_eq!(types, [UNREADABLE, "last"], "{evs:?}");
-        assert_eq!(evs[0]["id"], "s");
+        assert_eq!(evs[0].to_value()["id"], "s");
         let lock = reg.lock(&id, Duration::ZERO).unwrap();
-        reg.append_event(&lock, &event(kind::REMOVED, &id, &inc, Map::new()))
+        reg.append_event(&lock, &Event::new(&id, &inc, EventKind::Removed))
             .unwrap();
         assert!(fs::metadata(&path).unwrap().len() <= EVENTS_MAX_BYTES);
         let types: Vec<String> = reg
             .read_events(&id)
             .unwrap()
             .iter()
-            .map(|e| e["type"].as_str().unwrap().to_owned())
+            .map(|e| e.type_name().to_owned())
             .collect();
         assert_eq!(types, [UNREADABLE, "last", kind::REMOVED]);
     }

@@ -310,6 +310,27 @@ impl Registry {
         }
     }
 
+    /// Every valid, unreserved id with a file `<id><suffix>` in the root, sorted.
+    pub fn ids_with_suffix(&self, suffix: &str) -> Result<Vec<SessionId>, RegistryError> {
+        let dir = fs::read_dir(&self.root)
+            .map_err(|e| RegistryError::io(format!("read {}", self.root.display()), e))?;
+        let mut ids = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(|e| RegistryError::io("read registry", e))?;
+            let name = entry.file_name();
+            let Some(stem) = name.as_bytes().strip_suffix(suffix.as_bytes()) else {
+                continue;
+            };
+            if let Ok(id) = SessionId::new(OsStr::from_bytes(stem).to_string_lossy()) {
+                if !is_reserved(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
     /// Every id with a record file, sorted, plus the names of `.json` files that are
     /// not valid ids (reported, never dropped silently). Reserved ids are not session
     /// ids: `defaults.json` is configuration.

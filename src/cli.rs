@@ -12,13 +12,25 @@ pub struct Cli {
     /// Registry root (else $LATCH_ROOT, $XDG_STATE_HOME/latch, ~/.local/state/latch).
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// Output JSON (SPEC.md §10); errors are also printed as JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The session an acting command acts on, and its preconditions.
+#[derive(Debug, Args, Clone)]
+pub struct TargetArgs {
+    /// ID, unique display name, or ID@INCARNATION.
+    pub reference: String,
+    #[command(flatten)]
+    pub pre: Preconditions,
+}
+
 /// Preconditions every acting command takes.
 #[derive(Debug, Args, Clone, Default)]
-pub struct Expect {
+pub struct Preconditions {
     /// Act only if the session is still this incarnation.
     #[arg(long, value_name = "INCARNATION")]
     pub expect: Option<String>,
@@ -36,8 +48,8 @@ pub enum Command {
     New(NewArgs),
     /// Attach this terminal to a session.
     Attach {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
+        #[command(flatten)]
+        target: TargetArgs,
         /// Watch without sending input or resizing.
         #[arg(long)]
         read_only: bool,
@@ -49,13 +61,11 @@ pub enum Command {
         /// `attachHistory` in defaults.json, else none).
         #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "10000")]
         history: Option<usize>,
-        #[command(flatten)]
-        expect: Expect,
     },
     /// Print a session's screen.
     Peek {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
+        #[command(flatten)]
+        target: TargetArgs,
         /// Plain text (the default).
         #[arg(long, conflicts_with = "ansi")]
         plain: bool,
@@ -76,38 +86,29 @@ pub enum Command {
         /// with its code.
         #[arg(short = 'f', long, conflicts_with_all = ["wait", "full"])]
         follow: bool,
-        #[command(flatten)]
-        expect: Expect,
     },
     /// Send text (or, with --keys, key names such as Enter, C-c, Up) to a session.
     Send {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
+        #[command(flatten)]
+        target: TargetArgs,
         /// Text to send, concatenated as given.
         #[arg(required = true)]
         text: Vec<String>,
         /// Treat each argument as a key name when it is one (Enter, Tab, Escape, C-c, Up...).
         #[arg(short, long)]
         keys: bool,
-        #[command(flatten)]
-        expect: Expect,
     },
     /// Set a session's terminal size.
     Resize {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
+        #[command(flatten)]
+        target: TargetArgs,
         /// Rows.
         rows: u16,
         /// Columns.
         cols: u16,
-        #[command(flatten)]
-        expect: Expect,
     },
     /// List sessions.
     Ls {
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
         /// Only sessions with this tag (repeatable).
         #[arg(long = "tag", value_name = "K=V")]
         tags: Vec<String>,
@@ -120,20 +121,15 @@ pub enum Command {
     },
     /// Show one session's status, as its daemon reports it.
     Status {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        expect: Expect,
+        target: TargetArgs,
     },
     /// End a session: hang up its terminal (every process of the session gets
     /// SIGHUP, as when a terminal closes), or send --signal to its program; once the
     /// program has exited, the rest of its session is hung up, then killed.
     Kill {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
+        #[command(flatten)]
+        target: TargetArgs,
         /// Signal name or number for the program (HUP: hang up the whole session).
         #[arg(long, short, default_value = "HUP")]
         signal: String,
@@ -143,49 +139,29 @@ pub enum Command {
         /// Seconds to wait with --wait.
         #[arg(long, value_name = "S", default_value_t = 10.0)]
         timeout: f64,
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        expect: Expect,
     },
     /// Remove an exited session's files (--force: kill it first).
     Rm {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
+        #[command(flatten)]
+        target: TargetArgs,
         /// Kill a running session first.
         #[arg(long)]
         force: bool,
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        expect: Expect,
     },
     /// Set or delete tags: k=v sets, k= deletes.
     Tag {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
+        #[command(flatten)]
+        target: TargetArgs,
         /// k=v (set) or k= (delete).
         #[arg(required = true, value_name = "K=V")]
         tags: Vec<String>,
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        expect: Expect,
     },
     /// Change a session's display name.
     Rename {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
+        #[command(flatten)]
+        target: TargetArgs,
         /// The new display name.
         name: String,
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        expect: Expect,
     },
     /// Metadata operations.
     Meta {
@@ -202,9 +178,6 @@ pub enum Command {
         /// Keep printing new events.
         #[arg(long)]
         follow: bool,
-        /// Output JSON lines.
-        #[arg(long)]
-        json: bool,
         /// Wait for an event of this type, print it and exit.
         #[arg(long, value_name = "TYPE")]
         wait: Option<String>,
@@ -235,18 +208,12 @@ pub enum Command {
         /// Act only on sessions proven to be OWNER's.
         #[arg(long, value_name = "OWNER")]
         owner: Option<String>,
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
     },
     /// Create or refresh DIR, a directory for older `pty` tools: one entry per
     /// running session whose legacy policy is not off (SPEC.md §7).
     LegacyDir {
         /// The directory (never the registry root; 0700).
         dir: PathBuf,
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
     },
     /// Inside a session: replace its stored command (so a restart runs it) and run it.
     Exec {
@@ -257,16 +224,11 @@ pub enum Command {
     /// End a session and start its stored command under the same id, with a new
     /// incarnation.
     Restart {
-        /// ID, unique display name, or ID@INCARNATION.
-        reference: String,
+        #[command(flatten)]
+        target: TargetArgs,
         /// Seconds to wait after SIGTERM before SIGKILL.
         #[arg(long, value_name = "S", default_value_t = 5.0)]
         grace: f64,
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        expect: Expect,
     },
     /// Run a session daemon (internal).
     #[command(hide = true)]
@@ -288,15 +250,8 @@ pub enum MetaOp {
         /// The exact session id (names are not accepted).
         #[arg(long)]
         id: String,
-        /// Act only if the session is still this incarnation.
-        #[arg(long, value_name = "INCARNATION")]
-        expect: Option<String>,
-        /// Act only on the creation this receipt names.
-        #[arg(long, value_name = "FILE")]
-        receipt: Option<PathBuf>,
-        /// Act only if the session's proven owner is OWNER (else exit 12).
-        #[arg(long, value_name = "OWNER")]
-        owner: Option<String>,
+        #[command(flatten)]
+        pre: Preconditions,
     },
 }
 
@@ -307,9 +262,6 @@ pub enum ReceiptOp {
     Verify {
         /// The receipt file.
         file: PathBuf,
-        /// Output JSON.
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -337,9 +289,6 @@ pub struct NewArgs {
     /// defaults.json, else observe).
     #[arg(long, value_name = "POLICY")]
     pub legacy: Option<String>,
-    /// Output JSON (implies nothing about attaching; combine with -d).
-    #[arg(long)]
-    pub json: bool,
     /// Write a receipt for this creation to FILE (mode 0600).
     #[arg(long, value_name = "FILE")]
     pub receipt: Option<PathBuf>,
@@ -352,26 +301,9 @@ pub struct NewArgs {
     pub command: Vec<String>,
 }
 
-impl Command {
-    /// Whether errors should also be printed as JSON.
+impl Cli {
+    /// Whether errors should also be printed as JSON (`meta patch` always prints JSON).
     pub fn wants_json(&self) -> bool {
-        match self {
-            Self::New(a) => a.json,
-            Self::Ls { json, .. }
-            | Self::Status { json, .. }
-            | Self::Kill { json, .. }
-            | Self::Rm { json, .. }
-            | Self::Tag { json, .. }
-            | Self::Rename { json, .. }
-            | Self::Events { json, .. }
-            | Self::Gc { json, .. }
-            | Self::LegacyDir { json, .. }
-            | Self::Restart { json, .. } => *json,
-            Self::Receipt {
-                op: ReceiptOp::Verify { json, .. },
-            } => *json,
-            Self::Meta { .. } => true,
-            _ => false,
-        }
+        self.json || matches!(self.command, Command::Meta { .. })
     }
 }

@@ -1,61 +1,17 @@
-//! Text and JSON output. The JSON shapes are documented in SPEC.md §10.
+//! Text output for people; the JSON shapes are in `shapes` (SPEC.md §10).
 
 use latch_client::{ClientError, Entry, SessionStatus};
-use latch_registry::Record;
-use serde_json::{json, Value};
+
+use crate::shapes::{self, ErrorJson};
 
 /// Prints an error (and, with `--json`, a JSON error object on stdout); returns its
 /// exit code.
 pub fn report_error(e: &ClientError, json: bool) -> i32 {
-    let code = e.exit_code();
     if json {
-        let mut obj = json!({
-            "error": { "kind": e.kind(), "message": e.to_string(), "exitCode": code }
-        });
-        if let ClientError::Ambiguous { ids, .. } = e {
-            obj["error"]["candidates"] =
-                json!(ids.iter().map(ToString::to_string).collect::<Vec<_>>());
-        }
-        println!("{obj}");
+        let _ = shapes::print(&ErrorJson::from(e));
     }
     eprintln!("latch: {e}");
-    code
-}
-
-/// The JSON object for one record and its status.
-pub fn record_json(record: &Record, status: &SessionStatus) -> Value {
-    let (code, signal) = match status {
-        SessionStatus::Exited { code, signal } => (*code, *signal),
-        _ => (None, None),
-    };
-    let mut v = json!({
-        "id": record.id.as_str(),
-        "incarnation": record.incarnation.to_string(),
-        "name": record.display_name,
-        "status": status.name(),
-        "exitCode": code,
-        "exitSignal": signal,
-        "command": record.command,
-        "cwd": record.cwd,
-        "createdAt": record.created_at_ms,
-        "daemonPid": record.daemon.pid,
-        "childPid": record.child.pid,
-        "tags": record.tags,
-        "legacyPolicy": record.legacy_policy.as_str(),
-        "owner": record.owner,
-    });
-    if let SessionStatus::Unknown { reason } = status {
-        v["statusReason"] = json!(reason);
-    }
-    v
-}
-
-/// The JSON object for one `ls` entry.
-pub fn entry_json(entry: &Entry) -> Value {
-    match entry {
-        Entry::Session { record, status } => record_json(record, status),
-        Entry::Degraded { id, error } => json!({ "id": id, "status": "degraded", "error": error }),
-    }
+    e.exit_code()
 }
 
 /// One text line for `ls`.

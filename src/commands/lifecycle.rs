@@ -1,0 +1,159 @@
+//! Lifecycle: kill, rm, restart, gc, exec, and the hidden daemon entry point.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use latch_client::{exit, Client, ClientError, KillOutcome};
+
+use super::{open, open_target, parse_owner, usage};
+use crate::cli::TargetArgs;
+use crate::shapes::{self, ActionJson, CreatedJson, RestartedJson};
+
+fn parse_signal(s: &str) -> Result<i32, ClientError> {
+    if let Ok(n) = s.parse::<i32>() {
+        return Ok(n);
+    }
+    let upper = s.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    name.parse::<nix::sys::signal::Signal>()
+        .map(|sig| sig as i32)
+        .map_err(|_| usage(format!("unknown signal {s:?}")))
+}
+
+pub(crate) fn kill(
+    root: Option<&PathBuf>,
+    target: &TargetArgs,
+    signal: &str,
+    wait: Option<Duration>,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let sig = parse_signal(signal)?;
+    let (client, target) = open_target(root, target)?;
+    let outcome = client.kill(&target.session, sig, wait)?;
+    let name = match outcome {
+        KillOutcome::Signaled => "signaled",
+        KillOutcome::Killed => "killed",
+        KillOutcome::AlreadyExited => "already-exited",
+        KillOutcome::TimedOut => "timed-out",
+    };
+    if json {
+        shapes::print(&ActionJson {
+            id: target.session.id.to_string(),
+            incarnation: target.session.incarnation.to_string(),
+            owner: target.record.owner.clone(),
+            outcome: name,
+        })?;
+    } else {
+        println!("{}: {name}", target.session.id);
+    }
+    Ok(if outcome == KillOutcome::TimedOut {
+        exit::BUSY
+    } else {
+        exit::OK
+    })
+}
+
+pub(crate) fn rm(
+    root: Option<&PathBuf>,
+    target: &TargetArgs,
+    force: bool,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let (client, target) = open_target(root, target)?;
+    client.remove(&target.session, force)?;
+    if json {
+        shapes::print(&ActionJson {
+            id: target.session.id.to_string(),
+            incarnation: target.session.incarnation.to_string(),
+            owner: target.record.owner.clone(),
+            outcome: "removed",
+        })?;
+    } else {
+        println!("{}: removed", target.session.id);
+    }
+    Ok(exit::OK)
+}
+
+pub(crate) fn restart(
+    root: Option<&PathBuf>,
+    target: &TargetArgs,
+    grace: Duration,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let (client, target) = open_target(root, target)?;
+    let created = client.restart(&target.session, grace)?;
+    if json {
+        shapes::print(&RestartedJson {
+            created: CreatedJson::from(&created),
+            previous_incarnation: target.session.incarnation.to_string(),
+        })?;
+    } else {
+        println!("{}@{}", created.id, created.incarnation);
+    }
+    Ok(exit::OK)
+}
+
+pub(crate) fn gc(
+    root: Option<&PathBuf>,
+    opts: &latch_client::GcOptions,
+    owner: Option<&str>,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let client = open(root)?.with_owner(parse_owner(owner)?);
+    let reports = client.gc(opts)?;
+    if json {
+        shapes::print(&reports)?;
+    } else {
+        for r in &reports {
+            println!(
+                "{:<20} {:<9} {:<28} {}",
+                r.id,
+                r.observed,
+                r.action,
+                r.reason.as_deref().unwrap_or("")
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+pub(crate) fn exec(command: &[String]) -> Result<i32, ClientError> {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    Client::exec_update(&env, command)?;
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .exec();
+    Err(ClientError::Other(format!("exec {}: {err}", command[0])))
+}
+
+pub(crate) fn daemon(root: PathBuf, spec: Option<String>) -> Result<i32, ClientError> {
+    let spec = match spec {
+        Some(s) => s,
+        None => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                .map_err(|e| usage(format!("daemon spec on stdin: {e}")))?;
+            s
+        }
+    };
+    // From here on stdin is /dev/null, as the daemon expects.
+    let null = std::fs::File::open("/dev/null").map_err(|e| ClientError::Other(e.to_string()))?;
+    nix::unistd::dup2_stdin(&null).map_err(|e| ClientError::Other(format!("dup2: {e}")))?;
+    let spec: latch_registry::CreateSpec =
+        serde_json::from_str(&spec).map_err(|e| usage(format!("daemon spec: {e}")))?;
+    // The client started us in a new session with setsid. Fork once more so the
+    // daemon is not a session leader (it can never acquire a controlling terminal)
+    // and the client can reap its direct child at once.
+    // SAFETY: no other threads exist yet in this process.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Parent { .. }) => Ok(0),
+        Ok(nix::unistd::ForkResult::Child) => Ok(latch_daemon::run(root, spec)),
+        Err(e) => Err(ClientError::Other(format!("fork: {e}"))),
+    }
+}

@@ -1,0 +1,270 @@
+//! The `--json` shapes of SPEC.md §10, one type each: the schema is these types,
+//! and a test pins SPEC.md §10's field lists to them.
+
+use std::collections::BTreeMap;
+
+use latch_client::{ClientError, Created, Entry, SessionStatus};
+use latch_registry::Record;
+use latch_wire::{Owner, StatusReply};
+use serde::Serialize;
+
+/// A session (`ls --json` element, `status --json`, `metadata` of a patch).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionJson {
+    pub id: String,
+    pub incarnation: String,
+    pub name: Option<String>,
+    pub status: &'static str,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub command: Vec<String>,
+    pub cwd: String,
+    pub created_at: u64,
+    pub daemon_pid: u32,
+    pub child_pid: u32,
+    pub tags: BTreeMap<String, String>,
+    pub legacy_policy: &'static str,
+    pub owner: Option<Owner>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+}
+
+impl SessionJson {
+    pub fn new(record: &Record, status: &SessionStatus) -> Self {
+        let (exit_code, exit_signal) = match status {
+            SessionStatus::Exited { code, signal } => (*code, *signal),
+            _ => (None, None),
+        };
+        Self {
+            id: record.id.to_string(),
+            incarnation: record.incarnation.to_string(),
+            name: record.display_name.clone(),
+            status: status.name(),
+            exit_code,
+            exit_signal,
+            command: record.command.clone(),
+            cwd: record.cwd.clone(),
+            created_at: record.created_at_ms,
+            daemon_pid: record.daemon.pid,
+            child_pid: record.child.pid,
+            tags: record.tags.clone(),
+            legacy_policy: record.legacy_policy.as_str(),
+            owner: record.owner.clone(),
+            status_reason: match status {
+                SessionStatus::Unknown { reason } => Some(reason.clone()),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// A record that cannot be read (`ls --json` element).
+#[derive(Debug, Clone, Serialize)]
+pub struct DegradedJson {
+    pub id: String,
+    pub status: &'static str,
+    pub error: String,
+}
+
+/// One `ls --json` element.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum EntryJson {
+    Session(Box<SessionJson>),
+    Degraded(DegradedJson),
+}
+
+impl From<&Entry> for EntryJson {
+    fn from(e: &Entry) -> Self {
+        match e {
+            Entry::Session { record, status } => {
+                Self::Session(Box::new(SessionJson::new(record, status)))
+            }
+            Entry::Degraded { id, error } => Self::Degraded(DegradedJson {
+                id: id.clone(),
+                status: "degraded",
+                error: error.clone(),
+            }),
+        }
+    }
+}
+
+/// `new --json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedJson {
+    pub id: String,
+    pub incarnation: String,
+    pub daemon_pid: u32,
+    pub child_pid: u32,
+    pub created_at: u64,
+    pub owner: Option<Owner>,
+}
+
+impl From<&Created> for CreatedJson {
+    fn from(c: &Created) -> Self {
+        Self {
+            id: c.id.to_string(),
+            incarnation: c.incarnation.to_string(),
+            daemon_pid: c.daemon_pid,
+            child_pid: c.child_pid,
+            created_at: c.created_at_ms,
+            owner: c.owner.clone(),
+        }
+    }
+}
+
+/// `restart --json`: `new --json`'s object plus the incarnation it replaced.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartedJson {
+    #[serde(flatten)]
+    pub created: CreatedJson,
+    pub previous_incarnation: String,
+}
+
+/// The cursor in [`DaemonJson`].
+#[derive(Debug, Clone, Serialize)]
+pub struct CursorJson {
+    pub row: u16,
+    pub col: u16,
+}
+
+/// The program's end in [`DaemonJson`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ExitJson {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// What the daemon reported with STATUS (`status --json`'s `daemon`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonJson {
+    pub id: String,
+    pub incarnation: String,
+    pub daemon_pid: u32,
+    pub child_pid: u32,
+    pub rows: u16,
+    pub cols: u16,
+    pub cursor: CursorJson,
+    pub writers: u32,
+    pub readers: u32,
+    pub created_at: u64,
+    pub exit: Option<ExitJson>,
+    pub draining: bool,
+    pub legacy_policy: &'static str,
+    pub owner: Option<Owner>,
+}
+
+impl From<&StatusReply> for DaemonJson {
+    fn from(s: &StatusReply) -> Self {
+        Self {
+            id: s.id.to_string(),
+            incarnation: s.incarnation.to_string(),
+            daemon_pid: s.daemon_pid,
+            child_pid: s.child_pid,
+            rows: s.rows,
+            cols: s.cols,
+            cursor: CursorJson {
+                row: s.cursor_row,
+                col: s.cursor_col,
+            },
+            writers: s.writers,
+            readers: s.readers,
+            created_at: s.created_at_ms,
+            exit: s.exit.map(|e| ExitJson {
+                code: e.code,
+                signal: e.signal,
+            }),
+            draining: s.draining,
+            legacy_policy: s.legacy_policy.as_str(),
+            owner: s.owner.clone(),
+        }
+    }
+}
+
+/// `status --json`: the session object, plus the daemon's report when it answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusJson {
+    #[serde(flatten)]
+    pub session: SessionJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonJson>,
+}
+
+/// `kill --json` and `rm --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActionJson {
+    pub id: String,
+    pub incarnation: String,
+    pub owner: Option<Owner>,
+    pub outcome: &'static str,
+}
+
+/// `tag`, `rename` and `meta patch`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PatchedJson {
+    pub changed: Vec<String>,
+    pub metadata: SessionJson,
+}
+
+/// `receipt verify --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerdictJson {
+    pub verdict: &'static str,
+    pub detail: String,
+    pub id: Option<String>,
+    pub incarnation: Option<String>,
+    pub owner: Option<Owner>,
+}
+
+/// `legacy-dir --json`: the directory and the ids it holds entries for.
+#[derive(Debug, Clone, Serialize)]
+pub struct LegacyDirJson {
+    pub dir: std::path::PathBuf,
+    pub sessions: Vec<String>,
+}
+
+/// The error object printed with `--json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    pub kind: &'static str,
+    pub message: String,
+    pub exit_code: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Vec<String>>,
+}
+
+/// `{"error": ...}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorJson {
+    pub error: ErrorBody,
+}
+
+impl From<&ClientError> for ErrorJson {
+    fn from(e: &ClientError) -> Self {
+        Self {
+            error: ErrorBody {
+                kind: e.kind(),
+                message: e.to_string(),
+                exit_code: e.exit_code(),
+                candidates: match e {
+                    ClientError::Ambiguous { ids, .. } => {
+                        Some(ids.iter().map(ToString::to_string).collect())
+                    }
+                    _ => None,
+                },
+            },
+        }
+    }
+}
+
+/// Prints one shape as a JSON line on stdout.
+pub fn print<T: Serialize>(value: &T) -> Result<(), ClientError> {
+    let line = serde_json::to_string(value).map_err(|e| ClientError::Other(e.to_string()))?;
+    println!("{line}");
+    Ok(())
+}

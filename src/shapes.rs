@@ -268,3 +268,215 @@ pub fn print<T: Serialize>(value: &T) -> Result<(), ClientError> {
     println!("{line}");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    const SPEC: &str = include_str!("../SPEC.md");
+
+    /// SPEC.md §10's table: shape -> (fields, optional fields).
+    fn spec_shapes() -> BTreeMap<String, (Vec<String>, Vec<String>)> {
+        let start = SPEC.find("## 10. Command-line JSON").expect("SPEC §10");
+        SPEC[start..]
+            .lines()
+            .skip_while(|l| !l.starts_with("| "))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+            .map(|l| {
+                let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+                let (mut all, mut optional) = (Vec::new(), Vec::new());
+                for f in cells[2].split(", ") {
+                    match f.strip_suffix('?') {
+                        Some(f) => {
+                            all.push(f.to_owned());
+                            optional.push(f.to_owned());
+                        }
+                        None => all.push(f.to_owned()),
+                    }
+                }
+                (cells[0].to_owned(), (all, optional))
+            })
+            .collect()
+    }
+
+    fn keys(v: &Value) -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().expect("an object").keys().cloned().collect();
+        k.sort();
+        k
+    }
+
+    /// `full` has every optional field, `bare` none: the fields are the table's.
+    fn check(
+        shapes: &BTreeMap<String, (Vec<String>, Vec<String>)>,
+        name: &str,
+        full: Value,
+        bare: Value,
+    ) {
+        let (all, optional) = shapes
+            .get(name)
+            .unwrap_or_else(|| panic!("SPEC §10 has no shape {name:?}"));
+        let mut want = all.clone();
+        want.sort();
+        assert_eq!(
+            keys(&full),
+            want,
+            "shape {name}: SPEC §10 and the type differ"
+        );
+        let mut required: Vec<String> = all
+            .iter()
+            .filter(|f| !optional.contains(f))
+            .cloned()
+            .collect();
+        required.sort();
+        assert_eq!(
+            keys(&bare),
+            required,
+            "shape {name}: optional fields differ"
+        );
+    }
+
+    fn session(reason: Option<&str>) -> SessionJson {
+        SessionJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            name: None,
+            status: "running",
+            exit_code: None,
+            exit_signal: None,
+            command: vec!["sh".into()],
+            cwd: "/".into(),
+            created_at: 1,
+            daemon_pid: 2,
+            child_pid: 3,
+            tags: BTreeMap::new(),
+            legacy_policy: "observe",
+            owner: None,
+            status_reason: reason.map(str::to_owned),
+        }
+    }
+
+    fn daemon() -> DaemonJson {
+        DaemonJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            daemon_pid: 2,
+            child_pid: 3,
+            rows: 24,
+            cols: 80,
+            cursor: CursorJson { row: 0, col: 0 },
+            writers: 0,
+            readers: 0,
+            created_at: 1,
+            exit: None,
+            draining: false,
+            legacy_policy: "observe",
+            owner: None,
+        }
+    }
+
+    fn created() -> CreatedJson {
+        CreatedJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            daemon_pid: 2,
+            child_pid: 3,
+            created_at: 1,
+            owner: None,
+        }
+    }
+
+    fn error(candidates: Option<Vec<String>>) -> ErrorBody {
+        ErrorBody {
+            kind: "ambiguous",
+            message: "m".into(),
+            exit_code: 5,
+            candidates,
+        }
+    }
+
+    #[test]
+    fn spec_section_10_names_exactly_the_fields_of_each_shape() {
+        let v = |x: &dyn erased::Ser| x.value();
+        let shapes = spec_shapes();
+        check(
+            &shapes,
+            "session",
+            v(&session(Some("why"))),
+            v(&session(None)),
+        );
+        let degraded = DegradedJson {
+            id: "a".into(),
+            status: "degraded",
+            error: "e".into(),
+        };
+        check(&shapes, "degraded", v(&degraded), v(&degraded));
+        check(&shapes, "created", v(&created()), v(&created()));
+        let restarted = RestartedJson {
+            created: created(),
+            previous_incarnation: "v1.y".into(),
+        };
+        check(&shapes, "restarted", v(&restarted), v(&restarted));
+        let status = |with: bool| StatusJson {
+            session: session(with.then_some("why")),
+            daemon: with.then(daemon),
+        };
+        check(&shapes, "status", v(&status(true)), v(&status(false)));
+        check(&shapes, "daemon", v(&daemon()), v(&daemon()));
+        let action = ActionJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            owner: None,
+            outcome: "removed",
+        };
+        check(&shapes, "action", v(&action), v(&action));
+        let patched = PatchedJson {
+            changed: vec![],
+            metadata: session(None),
+        };
+        check(&shapes, "patched", v(&patched), v(&patched));
+        let verdict = VerdictJson {
+            verdict: "current",
+            detail: "running".into(),
+            id: None,
+            incarnation: None,
+            owner: None,
+        };
+        check(&shapes, "verdict", v(&verdict), v(&verdict));
+        let report = latch_client::GcReport {
+            id: "a".into(),
+            incarnation: None,
+            observed: "exited".into(),
+            action: "removed".into(),
+            reason: None,
+        };
+        check(&shapes, "gc report", v(&report), v(&report));
+        let dir = LegacyDirJson {
+            dir: "/d".into(),
+            sessions: vec![],
+        };
+        check(&shapes, "legacy dir", v(&dir), v(&dir));
+        let err = ErrorJson { error: error(None) };
+        check(&shapes, "error", v(&err), v(&err));
+        check(
+            &shapes,
+            "error body",
+            v(&error(Some(vec!["a".into()]))),
+            v(&error(None)),
+        );
+        assert_eq!(shapes.len(), 13, "a shape in SPEC §10 without a type here");
+    }
+
+    /// Serialising any shape to a JSON value, through one signature.
+    mod erased {
+        pub trait Ser {
+            fn value(&self) -> serde_json::Value;
+        }
+        impl<T: serde::Serialize> Ser for T {
+            fn value(&self) -> serde_json::Value {
+                serde_json::to_value(self).unwrap()
+            }
+        }
+    }
+}

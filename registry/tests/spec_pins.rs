@@ -49,3 +49,112 @@ fn final_screen_constants_match_spec() {
     assert!(SPEC.contains("{\"version\": 1, \"id\", \"incarnation\", \"rows\", \"cols\","));
     assert_eq!(latch_registry::FINAL_SCREEN_VERSION, 1);
 }
+
+/// §9.9's table of event types and their extra fields, against [`Event`]'s serde
+/// shape.
+#[test]
+fn event_types_match_spec() {
+    use latch_registry::events::{kind, Change, Event, EventKind};
+    use latch_wire::{Incarnation, SessionId};
+
+    let start = SPEC.find("### 9.9 Events").unwrap();
+    let rows: Vec<Vec<String>> = SPEC[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| "))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect();
+    let id = SessionId::new("a").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = latch_registry::Registry::open(&tmp.path().join("r")).unwrap();
+    let inc: Incarnation = reg.mint(&id).unwrap();
+    let samples = [
+        EventKind::SessionStart {
+            command: vec![],
+            daemon_pid: 1,
+            child_pid: 2,
+            owner: None,
+        },
+        EventKind::SessionExit {
+            code: None,
+            signal: None,
+        },
+        EventKind::MetadataChange {
+            changes: [(
+                "displayName".to_owned(),
+                Change {
+                    old: serde_json::Value::Null,
+                    new: serde_json::Value::Null,
+                },
+            )]
+            .into(),
+        },
+        EventKind::KillRequested { signal: 1 },
+        EventKind::Removed,
+        EventKind::Bell { dropped: Some(1) },
+        EventKind::TitleChange {
+            title: String::new(),
+            dropped: Some(1),
+        },
+        EventKind::Notification {
+            source: "osc9".into(),
+            title: None,
+            body: String::new(),
+            dropped: Some(1),
+        },
+        EventKind::CursorVisible {
+            visible: true,
+            dropped: Some(1),
+        },
+    ];
+    assert_eq!(rows.len(), samples.len(), "{rows:?}");
+    for (row, sample) in rows.iter().zip(samples) {
+        let ev = Event::new(&id, &inc, sample);
+        assert_eq!(row[0], ev.type_name(), "§9.9's order is the code's");
+        assert!(kind::ALL.contains(&ev.type_name()));
+        let v = serde_json::to_value(&ev).unwrap();
+        let mut got: Vec<String> = v
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !["ts", "type", "id", "incarnation"].contains(&k.as_str()))
+            .cloned()
+            .collect();
+        got.sort();
+        // The field names: the first word of each top-level item ("changes:
+        // {key: {old, new}} with …" names `changes`).
+        let mut want: Vec<String> = Vec::new();
+        let (mut depth, mut item_start) = (0, true);
+        for (i, c) in row[2].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => item_start = true,
+                c if item_start && c.is_ascii_alphabetic() => {
+                    let word: String = row[2][i..]
+                        .chars()
+                        .take_while(char::is_ascii_alphanumeric)
+                        .collect();
+                    want.push(word);
+                    item_start = false;
+                }
+                c if item_start && c != ' ' => item_start = false,
+                _ => {}
+            }
+        }
+        want.sort();
+        assert_eq!(got, want, "{}", row[0]);
+        // And it reads back as the same typed event.
+        let line = serde_json::to_vec(&ev).unwrap();
+        assert_eq!(
+            latch_registry::events::parse_line(&id, &line),
+            latch_registry::events::ReadEvent::Known(ev)
+        );
+    }
+}

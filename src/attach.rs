@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
-use latch_client::{exit, AttachEvent, Client, ClientError};
+use latch_client::{exit, AttachEvent, AttachWriter, Client, ClientError};
 use latch_wire::SessionRef;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::termios::{self, SetArg, Termios};
@@ -160,6 +160,23 @@ fn raw_size() -> (u16, u16) {
     }
 }
 
+/// How long after a detach key a second one sends it to the program instead.
+const DOUBLE_PRESS: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Whether stdin has input within `limit`.
+fn readable_within(limit: std::time::Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(stdin_fd(), PollFlags::POLLIN)];
+    loop {
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Ok(n) => return n > 0,
+            Err(_) => return true, // let the read report it
+        }
+    }
+}
+
 /// Attaches this terminal to `session` until detach, exit, or the daemon closes.
 /// Returns 0 after a detach, the program's exit code (`program_code`) after its
 /// end. `history` scrollback lines are written first.
@@ -227,30 +244,51 @@ pub fn interactive(
         });
     }
 
-    // Input thread: forward stdin, watching for the detach key.
+    // Input thread: forward stdin, watching for the detach key. The key detaches
+    // unless the next key, within DOUBLE_PRESS, is the detach key again: then one
+    // detach key goes to the program.
     {
         let writer = Arc::clone(&writer);
         std::thread::spawn(move || {
             let mut stdin = std::io::stdin();
             let mut buf = [0u8; 4096];
+            let mut pending = false;
+            let detach = |writer: &Mutex<AttachWriter>| {
+                if let Ok(mut w) = writer.lock() {
+                    let _ = w.detach();
+                }
+            };
             loop {
+                if pending && !readable_within(DOUBLE_PRESS) {
+                    return detach(&writer);
+                }
                 let n = match stdin.read(&mut buf) {
-                    Ok(0) | Err(_) => {
-                        if let Ok(mut w) = writer.lock() {
-                            let _ = w.detach();
-                        }
-                        return;
-                    }
+                    Ok(0) | Err(_) => return detach(&writer),
                     Ok(n) => n,
                 };
-                let chunk = &buf[..n];
-                let cut = detach_key.and_then(|k| chunk.iter().position(|&b| b == k));
+                let mut send = Vec::with_capacity(n);
+                let mut detaching = false;
+                for &b in &buf[..n] {
+                    if pending {
+                        pending = false;
+                        if Some(b) == detach_key {
+                            send.push(b);
+                            continue;
+                        }
+                        detaching = true;
+                        break;
+                    }
+                    if Some(b) == detach_key {
+                        pending = true;
+                    } else {
+                        send.push(b);
+                    }
+                }
                 let Ok(mut w) = writer.lock() else { return };
-                let send = &chunk[..cut.unwrap_or(n)];
-                if !send.is_empty() && !read_only && w.input(send).is_err() {
+                if !send.is_empty() && !read_only && w.input(&send).is_err() {
                     return;
                 }
-                if cut.is_some() {
+                if detaching {
                     let _ = w.detach();
                     return;
                 }
@@ -259,12 +297,14 @@ pub fn interactive(
     }
 
     let mut outcome = None;
+    let mut last_byte = attached.screen.last().copied();
     loop {
         match reader.next_event() {
             Ok(AttachEvent::Output(b) | AttachEvent::Screen(b)) => {
                 if stdout.write_all(&b).and_then(|()| stdout.flush()).is_err() {
                     break;
                 }
+                last_byte = b.last().copied().or(last_byte);
             }
             Ok(AttachEvent::Geometry { .. }) => {}
             Ok(AttachEvent::Exit(s)) => outcome = Some(s),
@@ -286,6 +326,15 @@ pub fn interactive(
         }
     }
     drop(guard);
+    // The message starts on a fresh line, wherever the program left the cursor.
+    eprint!(
+        "{}",
+        if last_byte == Some(b'\n') {
+            "\r"
+        } else {
+            "\r\n"
+        }
+    );
     match outcome {
         Some(s) => {
             eprintln!("{}", exit_message(&session.id, s.code, s.signal));

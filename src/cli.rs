@@ -46,16 +46,26 @@ pub struct Preconditions {
 pub enum Command {
     /// Create a session (and attach to it, unless -d).
     New(NewArgs),
-    /// Attach this terminal to a session.
+    /// Attach this terminal to a session (without REF: the most recently used
+    /// running one).
+    #[command(visible_alias = "a")]
     Attach {
+        /// ID, unique display name, or ID@INCARNATION (default: the most recently
+        /// used running session).
+        reference: Option<String>,
         #[command(flatten)]
-        target: TargetArgs,
+        pre: Preconditions,
         /// Watch without sending input or resizing.
         #[arg(long)]
         read_only: bool,
-        /// Detach key: ^X notation, or "none" (default ^\).
-        #[arg(long, value_name = "KEY", default_value = "^\\")]
-        detach_key: String,
+        /// Detach key: ^X notation, C-x, or "none"; press it twice to send it to the
+        /// program (default: detachKey in defaults.json, else ^\).
+        #[arg(long, value_name = "KEY")]
+        detach_key: Option<String>,
+        /// Attach even from inside the session itself (its output would feed back
+        /// into it).
+        #[arg(long)]
+        force: bool,
         /// First write up to N lines of the session's scrollback into this terminal,
         /// so it can scroll back (default N: 10000; default without the flag:
         /// `attachHistory` in defaults.json, else none).
@@ -270,6 +280,14 @@ pub struct NewArgs {
     /// Do not attach.
     #[arg(short = 'd', long)]
     pub detached: bool,
+    /// Create or attach: if session --id is running, attach to it (with -d, print
+    /// it); otherwise create it. Concurrent calls yield one session.
+    #[arg(short = 'A', requires = "id")]
+    pub attach_or_create: bool,
+    /// Detach key when attaching: ^X notation, C-x, or "none" (default: detachKey
+    /// in defaults.json, else ^\).
+    #[arg(long, value_name = "KEY")]
+    pub detach_key: Option<String>,
     /// The session id (default: a fresh one).
     #[arg(long)]
     pub id: Option<String>,

@@ -101,11 +101,21 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Daemon { root, spec } => lifecycle::daemon(root, spec),
         Command::New(args) => sessions::new(root, args, json),
         Command::Attach {
-            target,
+            reference,
+            pre,
             read_only,
             detach_key,
+            force,
             history,
-        } => sessions::attach(root, &target, read_only, &detach_key, history),
+        } => sessions::attach(
+            root,
+            reference.as_deref(),
+            &pre,
+            read_only,
+            detach_key.as_deref(),
+            force,
+            history,
+        ),
         Command::Peek {
             target,
             plain: _,

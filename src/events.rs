@@ -187,14 +187,11 @@ pub fn run(
         let ms = if wait.is_some() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(ClientError::unreachable(
-                    UnreachableCause::TimedOut,
-                    format!(
-                        "no {} event within {:.1} s",
-                        wait.unwrap_or("?"),
-                        timeout.as_secs_f64()
-                    ),
-                ));
+                return Err(ClientError::TimedOut(format!(
+                    "no {} event within {:.1} s",
+                    wait.unwrap_or("?"),
+                    timeout.as_secs_f64()
+                )));
             }
             PollTimeout::from(u16::try_from(left.as_millis()).unwrap_or(u16::MAX))
         } else {

@@ -40,6 +40,9 @@ pub fn ctrl(c: char) -> Option<u8> {
     }
 }
 
+/// The detach key without `--detach-key` or `detachKey`: Ctrl-\.
+pub const DEFAULT_DETACH_KEY: u8 = 0x1c;
+
 /// Parses a detach key: `^X` notation, `C-x`, or `none`.
 pub fn parse_detach_key(s: &str) -> Result<Option<u8>, String> {
     if s == "none" {

@@ -86,13 +86,33 @@ pub(crate) fn spawn_daemon(
     let line = read_line_with_deadline(&mut out, Instant::now() + READY_TIMEOUT);
     // The process we started forks the real daemon and exits at once; reap it.
     let _ = child.wait();
-    let line = line?;
-    let msg: ReadyMessage = serde_json::from_str(line.trim()).map_err(|e| {
-        ClientError::Other(format!(
-            "daemon answered an unreadable readiness line ({e}): {line:?}; see {}",
-            registry.log_path(&spec.id).display()
-        ))
-    })?;
+    let line = match line {
+        Ok(l) => l,
+        // No answer in time: the daemon may still come up; its files are its own.
+        Err(
+            e @ ClientError::Unreachable {
+                cause: UnreachableCause::TimedOut,
+                ..
+            },
+        ) => return Err(e),
+        Err(e) => return Err(with_log(e, discard_failed(registry, &spec.id))),
+    };
+    let msg: ReadyMessage = match serde_json::from_str(line.trim()) {
+        Ok(m) => m,
+        Err(e) => {
+            let err = ClientError::Other(format!(
+                "daemon answered an unreadable readiness line ({e}): {line:?}"
+            ));
+            return Err(with_log(err, discard_failed(registry, &spec.id)));
+        }
+    };
+    if let ReadyMessage::Failed { kind, .. } = &msg {
+        // Another creation's files (exists) or a creation under way (busy) are not
+        // ours to touch; any other failure created nothing but its files.
+        if !matches!(kind, FailureKind::Exists | FailureKind::Busy) {
+            discard_failed(registry, &spec.id);
+        }
+    }
     match msg {
         ReadyMessage::Ready {
             incarnation,
@@ -112,6 +132,45 @@ pub(crate) fn spawn_daemon(
             kind => ClientError::Create { kind, message },
         }),
     }
+}
+
+/// Adds the failed daemon's last log lines (if any) to `e`.
+fn with_log(e: ClientError, log: Option<String>) -> ClientError {
+    match (e, log) {
+        (ClientError::Other(m), Some(log)) if !log.trim().is_empty() => {
+            ClientError::Other(format!("{m}; its log ended with: {}", log.trim()))
+        }
+        (e, _) => e,
+    }
+}
+
+/// The most of a failed daemon's log kept in the error that reports it.
+const FAILED_LOG_TAIL: u64 = 1024;
+
+/// Removes what a failed creation of `id` left (its log and lock file; a socket
+/// nobody answers on), under the id's lock and only while no record exists: a
+/// failed creation leaves no files (SPEC.md §9.6). Returns the log's last bytes.
+pub(crate) fn discard_failed(registry: &Registry, id: &latch_wire::SessionId) -> Option<String> {
+    let lock = registry.lock(id, latch_registry::DEFAULT_LOCK_WAIT).ok()?;
+    if std::fs::symlink_metadata(registry.record_path(id)).is_ok() {
+        return None; // another creation won the id meanwhile: its files
+    }
+    let tail = latch_registry::events::read_tail_lines(&registry.log_path(id), FAILED_LOG_TAIL)
+        .ok()
+        .flatten()
+        .map(|lines| {
+            lines
+                .iter()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .collect::<Vec<_>>()
+                .join(" / ")
+        });
+    let _ = registry.remove_stale_socket(&lock);
+    for path in [registry.log_path(id), registry.rotated_log_path(id)] {
+        let _ = std::fs::remove_file(path);
+    }
+    let _ = lock.unlink();
+    tail
 }
 
 fn read_line_with_deadline(
@@ -150,7 +209,7 @@ fn read_line_with_deadline(
     }
     if buf.is_empty() {
         return Err(ClientError::Other(
-            "the daemon exited without reporting ready; see its log".into(),
+            "the daemon exited without reporting ready".into(),
         ));
     }
     Ok(String::from_utf8_lossy(&buf).into_owned())

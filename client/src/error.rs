@@ -80,6 +80,11 @@ pub mod exit {
     pub const PROTOCOL: i32 = 8;
     /// Refused by permission or policy.
     pub const REFUSED: i32 = 9;
+    /// A wait ended at its deadline without what it waited for (`peek --wait`,
+    /// `events --wait`).
+    pub const TIMED_OUT: i32 = 10;
+    /// The session was created, but its receipt could not be written.
+    pub const RECEIPT_NOT_WRITTEN: i32 = 11;
     /// An owner precondition failed: the session's proven owner is not the one
     /// required, or it has none (SPEC.md §2.4).
     pub const NOT_OWNER: i32 = 12;
@@ -136,6 +141,8 @@ pub enum ClientError {
     },
     /// Refused: permission, policy, or an unsafe registry.
     Refused(String),
+    /// A wait reached its deadline without what it waited for.
+    TimedOut(String),
     /// A session with this id already exists.
     Exists(SessionId),
     /// The daemon refused a request with a typed error.
@@ -204,6 +211,7 @@ impl ClientError {
             Self::Unreachable { .. } => exit::UNREACHABLE,
             Self::Protocol { .. } => exit::PROTOCOL,
             Self::Refused(_) => exit::REFUSED,
+            Self::TimedOut(_) => exit::TIMED_OUT,
             Self::Exists(_) | Self::Other(_) => exit::OTHER,
             Self::Create { kind, .. } => match kind {
                 FailureKind::Exists => exit::OTHER,
@@ -252,6 +260,7 @@ impl ClientError {
             Self::Unreachable { .. } => "unreachable",
             Self::Protocol { .. } => "protocol",
             Self::Refused(_) => "refused",
+            Self::TimedOut(_) => "timed-out",
             Self::Exists(_) => "exists",
             Self::Create { kind, .. } => match kind {
                 FailureKind::Exists => "exists",
@@ -339,6 +348,7 @@ impl fmt::Display for ClientError {
                 _ => write!(f, "{e}"),
             },
             Self::Refused(m) => write!(f, "refused: {m}"),
+            Self::TimedOut(m) => write!(f, "timed out: {m}"),
             Self::Exists(id) => write!(
                 f,
                 "session {id} already exists; remove it first with: latch rm {id}"

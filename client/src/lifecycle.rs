@@ -136,6 +136,65 @@ impl Client {
             out.push(self.gc_one(&record, &status, opts));
         }
         out.extend(self.gc_events(opts)?);
+        // Files without a record cannot be proven to be anyone's: not with --owner.
+        if self.required_owner().is_none() {
+            out.extend(self.gc_orphans(opts)?);
+        }
+        Ok(out)
+    }
+
+    /// Files an id keeps while it has a record (lock, log, rotated log, socket)
+    /// left without one, by a creation that failed or a process killed mid-way
+    /// (SPEC.md §9.12): removed under the id's lock, while still no record exists,
+    /// once the youngest is [`ORPHAN_MIN_AGE`] old, and the socket only if nobody
+    /// answers on it.
+    fn gc_orphans(&self, opts: &GcOptions) -> Result<Vec<GcReport>, ClientError> {
+        let reg = self.registry();
+        let mut ids = BTreeMap::new();
+        for suffix in ORPHAN_SUFFIXES {
+            for id in reg.ids_with_suffix(suffix)? {
+                ids.entry(id).or_insert(());
+            }
+        }
+        let mut out = Vec::new();
+        for id in ids.into_keys() {
+            let Some(files) = orphan_files(reg, &id) else {
+                continue;
+            };
+            let mut report = GcReport {
+                id: id.to_string(),
+                incarnation: None,
+                observed: "orphan".into(),
+                action: "would-remove-orphan-files".into(),
+                reason: Some(format!("files without a record: {}", files.join(", "))),
+            };
+            if !opts.dry_run {
+                report = match reg.lock(&id, DEFAULT_LOCK_WAIT) {
+                    Ok(lock) => match orphan_files(reg, &id) {
+                        None => skip_report(report, "changed-since-observed"),
+                        Some(_) => match reg.remove_stale_socket(&lock) {
+                            Ok(_) if reg.socket_path(&id).exists() => {
+                                skip_report(report, "a daemon answers on its socket")
+                            }
+                            Ok(_) => {
+                                for p in [reg.log_path(&id), reg.rotated_log_path(&id)] {
+                                    let _ = std::fs::remove_file(p);
+                                }
+                                let _ = lock.unlink();
+                                GcReport {
+                                    action: "orphan-files-removed".into(),
+                                    ..report
+                                }
+                            }
+                            Err(e) => skip_report(report, &e.to_string()),
+                        },
+                    },
+                    Err(RegistryError::Busy { .. }) => skip_report(report, "busy"),
+                    Err(e) => skip_report(report, &e.to_string()),
+                };
+            }
+            out.push(report);
+        }
         Ok(out)
     }
 
@@ -433,6 +492,35 @@ impl Client {
             ..NewSession::default()
         })
     }
+}
+
+/// How old the youngest of an id's files without a record must be before gc calls
+/// them orphans: a creation under way has written its log before its daemon takes
+/// the lock, and reports ready (or fails) within `READY_TIMEOUT`.
+pub const ORPHAN_MIN_AGE: Duration = Duration::from_secs(60);
+
+/// The files an id keeps while it has a record, besides the record and events.
+const ORPHAN_SUFFIXES: [&str; 4] = [".lock", ".log", ".log.1", ".sock"];
+
+/// The names of `id`'s orphaned files, if it has no record and they are all at
+/// least [`ORPHAN_MIN_AGE`] old.
+fn orphan_files(reg: &latch_registry::Registry, id: &SessionId) -> Option<Vec<String>> {
+    if std::fs::symlink_metadata(reg.record_path(id)).is_ok() {
+        return None;
+    }
+    let mut names = Vec::new();
+    for suffix in ORPHAN_SUFFIXES {
+        let name = format!("{id}{suffix}");
+        let Ok(meta) = std::fs::symlink_metadata(reg.root().join(&name)) else {
+            continue;
+        };
+        let age = meta.modified().ok()?.elapsed().unwrap_or_default();
+        if age < ORPHAN_MIN_AGE {
+            return None;
+        }
+        names.push(name);
+    }
+    (!names.is_empty()).then_some(names)
 }
 
 fn skip_report(mut r: GcReport, why: &str) -> GcReport {

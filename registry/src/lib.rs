@@ -48,9 +48,10 @@ pub const LOG_MAX_BYTES: u64 = 1024 * 1024;
 /// `sun_path` holds 108 bytes including the terminating NUL.
 pub const SUN_PATH_MAX: usize = 107;
 
-/// `<root>/defaults.json` (SPEC §9.1).
-#[derive(Debug, Clone, Default, serde::Deserialize)]
+/// `<root>/defaults.json` (SPEC.md §9.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Defaults {
     /// The legacy policy for `latch new` without `--legacy`.
     #[serde(default)]
@@ -58,6 +59,10 @@ pub struct Defaults {
     /// Scrollback lines `latch attach` writes first without `--history`.
     #[serde(default)]
     pub attach_history: Option<u32>,
+    /// The detach key of `latch attach` and `latch new` without `--detach-key`, in
+    /// their notation (`^X`, `C-x`, `none`).
+    #[serde(default)]
+    pub detach_key: Option<String>,
 }
 
 /// An opened registry: a checked root and its key.

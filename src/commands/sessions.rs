@@ -5,11 +5,16 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use latch_client::{exit, AttachEvent, Client, ClientError, NewSession, Target, UnreachableCause};
-use latch_wire::{LegacyPolicy, SessionId};
+use std::path::Path;
 
-use super::{open, open_target, parse_kv, parse_owner, usage};
-use crate::cli::{NewArgs, TargetArgs};
+use latch_client::{
+    exit, AttachEvent, Client, ClientError, Entry, NewSession, SessionStatus, Target,
+    UnreachableCause,
+};
+use latch_wire::{LegacyPolicy, SessionId, SessionRef};
+
+use super::{open, open_for, open_target, parse_kv, parse_owner, resolve, usage};
+use crate::cli::{NewArgs, Preconditions, TargetArgs};
 use crate::shapes::{self, CreatedJson};
 use crate::{attach, keys};
 
@@ -20,9 +25,131 @@ fn terminal_size() -> (u16, u16) {
     }
 }
 
+/// The detach key: `flag`, else `detachKey` in defaults.json, else `^\`.
+fn detach_key(client: &Client, flag: Option<&str>) -> Result<Option<u8>, ClientError> {
+    if let Some(k) = flag {
+        return keys::parse_detach_key(k).map_err(|e| usage(format!("--detach-key: {e}")));
+    }
+    match client.registry().defaults()?.detach_key {
+        Some(k) => keys::parse_detach_key(&k).map_err(|e| {
+            usage(format!(
+                "detachKey in {}: {e}",
+                client
+                    .registry()
+                    .root()
+                    .join(latch_registry::DEFAULTS_FILE)
+                    .display()
+            ))
+        }),
+        None => Ok(Some(keys::DEFAULT_DETACH_KEY)),
+    }
+}
+
+/// Whether this process runs inside `session` itself (its environment names it).
+fn inside(session: &SessionRef) -> bool {
+    use latch_registry::spec::{ENV_INCARNATION, ENV_SESSION_ID};
+    std::env::var(ENV_SESSION_ID).is_ok_and(|id| id == session.id.as_str())
+        && std::env::var(ENV_INCARNATION).is_ok_and(|inc| inc == session.incarnation.to_string())
+}
+
+/// Refuses to attach a session to itself: its output would be fed back into it
+/// with no way out (as tmux refuses nesting), unless `force`.
+fn refuse_inside(session: &SessionRef, force: bool) -> Result<(), ClientError> {
+    if inside(session) && !force {
+        return Err(ClientError::Refused(format!(
+            "this terminal is session {}'s own: attaching it to itself would feed its \
+             output back into it; detach first (or pass --force)",
+            session.id
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that a receipt can be written at `path` (resolved against the current
+/// directory) before anything is created: a temp file is made beside it and
+/// removed.
+fn prepare_receipt(path: &Path) -> Result<PathBuf, ClientError> {
+    let abs = std::path::absolute(path)
+        .map_err(|e| usage(format!("--receipt {}: {e}", path.display())))?;
+    if abs.is_dir() {
+        return Err(usage(format!(
+            "--receipt {}: is a directory; nothing was created",
+            abs.display()
+        )));
+    }
+    let (file, tmp) = latch_registry::record::create_temp(&abs).map_err(|e| {
+        usage(format!(
+            "--receipt {}: cannot write there ({e}); nothing was created",
+            abs.display()
+        ))
+    })?;
+    drop(file);
+    let _ = std::fs::remove_file(tmp);
+    Ok(abs)
+}
+
+/// Notes on stderr the running sessions other than `id` that carry `name`: a REF
+/// of that name is ambiguous while they run (SPEC.md §9.8).
+fn note_shared_name(client: &Client, name: &str, id: &SessionId) {
+    let Ok(list) = client.list() else { return };
+    let others: Vec<String> = list
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Session { record, status }
+                if *status == SessionStatus::Running
+                    && record.display_name.as_deref() == Some(name)
+                    && &record.id != id =>
+            {
+                Some(record.id.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    if !others.is_empty() {
+        eprintln!(
+            "latch: note: running session {} also carries the name {name:?}; while both \
+             run, the name is ambiguous (exit 5): use ids",
+            others.join(", ")
+        );
+    }
+}
+
+/// For `new -A`: the running session `id`, if any; an exited or vanished one is
+/// an error (remove it first), never silently replaced.
+fn running_target(client: &Client, id: &SessionId) -> Result<Option<Target>, ClientError> {
+    let Some(record) = client.read_checked(id)? else {
+        return Ok(None);
+    };
+    match latch_client::derive_status(&record) {
+        SessionStatus::Running => {
+            // Pinned to the incarnation read, with the owner precondition.
+            let pinned = format!("{}@{}", record.id, record.incarnation);
+            client.resolve(&pinned, None).map(Some)
+        }
+        SessionStatus::Unknown { reason } => Err(ClientError::unreachable(
+            UnreachableCause::Unprovable,
+            format!("session {id} exists, but whether it runs cannot be told: {reason}"),
+        )),
+        _ => Err(ClientError::Exists(id.clone())),
+    }
+}
+
+/// The created shape for an existing creation (`new -A` joining it).
+fn created_json(record: &latch_registry::Record) -> CreatedJson {
+    CreatedJson {
+        id: record.id.to_string(),
+        incarnation: record.incarnation.to_string(),
+        daemon_pid: record.daemon.pid,
+        child_pid: record.child.pid,
+        created_at: record.created_at_ms,
+        owner: record.owner.clone(),
+    }
+}
+
 pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i32, ClientError> {
     let owner = parse_owner(args.owner.as_deref())?;
-    let client = open(root)?;
+    // With -A, an existing session is joined only if it is provably OWNER's.
+    let client = open(root)?.with_owner(owner.clone().filter(|_| args.attach_or_create));
     let id = args
         .id
         .as_deref()
@@ -33,12 +160,18 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
             .ok_or_else(|| usage(format!("--legacy {p:?}: expected off, observe or full")))?,
         None => client.registry().default_legacy_policy()?,
     };
+    let key = if args.detached {
+        None
+    } else {
+        detach_key(&client, args.detach_key.as_deref())?
+    };
+    let receipt = args.receipt.as_deref().map(prepare_receipt).transpose()?;
     let (rows, cols) = terminal_size();
     let mut new = NewSession::default();
-    new.id = id;
-    new.name = args.name;
-    new.command = args.command;
-    new.cwd = args.cwd;
+    new.id = id.clone();
+    new.name = args.name.clone();
+    new.command.clone_from(&args.command);
+    new.cwd.clone_from(&args.cwd);
     new.env = parse_kv(&args.env, "--env")?;
     new.tags = parse_kv(&args.tags, "--tag")?
         .into_iter()
@@ -47,31 +180,175 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
     new.cols = cols;
     new.legacy_policy = legacy_policy;
     new.owner = owner;
-    let created = client.create(new)?;
-    if let Some(path) = &args.receipt {
+    // -A: join the running session, else create it. Two racing calls both find
+    // none; the daemon's creation under the session lock lets exactly one win
+    // (SPEC.md §9.6) and the other joins the winner.
+    let running = match (&id, args.attach_or_create) {
+        (Some(id), true) => running_target(&client, id)?,
+        _ => None,
+    };
+    let target = match running {
+        Some(t) => t,
+        None => match client.create(new) {
+            Ok(created) => {
+                return created_session(&client, &created, &args, receipt, key, json);
+            }
+            Err(ClientError::Exists(id)) if args.attach_or_create => {
+                running_target(&client, &id)?.ok_or(ClientError::Exists(id))?
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    if let Some(path) = &receipt {
+        let created = latch_client::Created {
+            id: target.session.id.clone(),
+            incarnation: target.session.incarnation,
+            daemon_pid: target.record.daemon.pid,
+            child_pid: target.record.child.pid,
+            created_at_ms: target.record.created_at_ms,
+            owner: target.record.owner.clone(),
+        };
         client.write_receipt(path, &created)?;
     }
-    if json {
-        shapes::print(&CreatedJson::from(&created))?;
-    } else if args.detached {
-        println!("{}@{}", created.id, created.incarnation);
+    if args.detached {
+        if json {
+            shapes::print(&created_json(&target.record))?;
+        } else {
+            println!("{}", target.session);
+        }
+        eprintln!("latch: session {} was already running", target.session.id);
+        return Ok(exit::OK);
+    }
+    refuse_inside(&target.session, false)?;
+    attach::interactive(&client, &target.session, false, key, 0)
+}
+
+/// After a creation: the receipt, the output, the name note, then attach.
+fn created_session(
+    client: &Client,
+    created: &latch_client::Created,
+    args: &NewArgs,
+    receipt: Option<PathBuf>,
+    key: Option<u8>,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let session = SessionRef::new(created.id.clone(), created.incarnation);
+    let print = || -> Result<(), ClientError> {
+        if json {
+            shapes::print(&CreatedJson::from(created))
+        } else {
+            println!("{session}");
+            Ok(())
+        }
+    };
+    if let Some(path) = &receipt {
+        if let Err(e) = client.write_receipt(path, created) {
+            // The session exists: say so, with its incarnation, and a code of its own.
+            print()?;
+            eprintln!(
+                "latch: session {session} was created and runs, but its receipt could not be \
+                 written: {e}; `latch kill {session}` ends it"
+            );
+            return Ok(exit::RECEIPT_NOT_WRITTEN);
+        }
+    }
+    if json || args.detached {
+        print()?;
+    }
+    if let Some(name) = &args.name {
+        note_shared_name(client, name, &created.id);
     }
     if args.detached {
         return Ok(exit::OK);
     }
-    let session = latch_wire::SessionRef::new(created.id, created.incarnation);
-    attach::interactive(&client, &session, false, Some(0x1c), 0)
+    attach::interactive(client, &session, false, key, 0)
+}
+
+/// The running session used most recently (its terminal's last input or output,
+/// else its creation), other than the one this process runs in; says which on
+/// stderr.
+fn most_recent(client: &Client) -> Result<String, ClientError> {
+    let listed = match client.required_owner() {
+        Some(o) => client.list_owned(o)?,
+        None => client.list()?,
+    };
+    let mut running: Vec<(u64, latch_registry::Record)> = listed
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Session { record, status } if status == SessionStatus::Running => {
+                let own = SessionRef::new(record.id.clone(), record.incarnation);
+                (!inside(&own)).then(|| (last_used_ms(&record), *record))
+            }
+            _ => None,
+        })
+        .collect();
+    running.sort_by_key(|(used, r)| (std::cmp::Reverse(*used), r.id.clone()));
+    let n = running.len();
+    let Some((_, record)) = running.into_iter().next() else {
+        return Err(ClientError::NotFound(
+            "running to attach to; start one with `latch new`".into(),
+        ));
+    };
+    let name = record
+        .display_name
+        .as_deref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
+    if n == 1 {
+        eprintln!(
+            "latch: attaching to {}{name}, the only running session",
+            record.id
+        );
+    } else {
+        eprintln!(
+            "latch: attaching to {}{name}, the most recently used of {n} running sessions",
+            record.id
+        );
+    }
+    Ok(record.id.to_string())
+}
+
+/// When a session was last used: its terminal's last input or output (the PTY's
+/// access and modification times, as `w` reads them), else its creation; ms.
+fn last_used_ms(record: &latch_registry::Record) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let tty = record
+        .tty
+        .as_deref()
+        .and_then(|t| std::fs::metadata(t).ok())
+        .map_or(0, |m| {
+            let ms = |s: i64, ns: i64| {
+                u64::try_from(s).unwrap_or(0) * 1000 + u64::try_from(ns).unwrap_or(0) / 1_000_000
+            };
+            ms(m.atime(), m.atime_nsec()).max(ms(m.mtime(), m.mtime_nsec()))
+        });
+    tty.max(record.created_at_ms)
 }
 
 pub(crate) fn attach(
     root: Option<&PathBuf>,
-    target: &TargetArgs,
+    reference: Option<&str>,
+    pre: &Preconditions,
     read_only: bool,
-    detach_key: &str,
+    detach_key_flag: Option<&str>,
+    force: bool,
     history: Option<usize>,
 ) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
-    let key = keys::parse_detach_key(detach_key).map_err(usage)?;
+    let client = open_for(root, pre)?;
+    let reference = match (reference, &pre.receipt) {
+        (Some(r), _) => r.to_owned(),
+        (None, Some(path)) => client.load_receipt(path)?.id.to_string(),
+        (None, None) => most_recent(&client)?,
+    };
+    let target = resolve(
+        &client,
+        &TargetArgs {
+            reference,
+            pre: pre.clone(),
+        },
+    )?;
+    refuse_inside(&target.session, force)?;
+    let key = detach_key(&client, detach_key_flag)?;
     let history = match history {
         Some(n) => n,
         None => client
@@ -179,13 +456,10 @@ fn peek_target(
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(ClientError::unreachable(
-                UnreachableCause::TimedOut,
-                format!(
-                    "timed out after {:.1} s waiting for {text:?}",
-                    timeout.as_secs_f64()
-                ),
-            ));
+            return Err(ClientError::TimedOut(format!(
+                "{text:?} did not appear within {:.1} s",
+                timeout.as_secs_f64()
+            )));
         }
         reader.set_timeout(Some(left))?;
         match reader.next_event() {

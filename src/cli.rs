@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::builder::{EnumValueParser, PossibleValue, TypedValueParser};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// latch: terminal sessions that outlive their terminal, and actions that reach exactly
 /// the session creation they mean.
@@ -15,14 +16,16 @@ pub struct Cli {
     /// Output JSON (SPEC.md §10); errors are also printed as JSON on stdout.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Without a command: the running sessions, and how to create and attach.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// The session an acting command acts on, and its preconditions.
 #[derive(Debug, Args, Clone)]
 pub struct TargetArgs {
     /// ID, unique display name, or ID@INCARNATION.
+    #[arg(add = crate::complete::refs())]
     pub reference: String,
     #[command(flatten)]
     pub pre: Preconditions,
@@ -52,6 +55,7 @@ pub enum Command {
     Attach {
         /// ID, unique display name, or ID@INCARNATION (default: the most recently
         /// used running session).
+        #[arg(add = crate::complete::refs())]
         reference: Option<String>,
         #[command(flatten)]
         pre: Preconditions,
@@ -122,9 +126,9 @@ pub enum Command {
         /// Only sessions with this tag (repeatable).
         #[arg(long = "tag", value_name = "K=V")]
         tags: Vec<String>,
-        /// Only sessions in this status: running, exited, vanished, unknown, degraded.
-        #[arg(long)]
-        status: Option<String>,
+        /// Only sessions in this status.
+        #[arg(long, value_enum)]
+        status: Option<StatusFilter>,
         /// Only sessions proven to be OWNER's (degraded records stay listed).
         #[arg(long, value_name = "OWNER")]
         owner: Option<String>,
@@ -140,9 +144,10 @@ pub enum Command {
     Kill {
         #[command(flatten)]
         target: TargetArgs,
-        /// Signal name or number for the program (HUP: hang up the whole session).
-        #[arg(long, short, default_value = "HUP")]
-        signal: String,
+        /// Signal for the program, by name (with or without SIG) or number (HUP: hang
+        /// up the whole session).
+        #[arg(long, short, default_value = "HUP", value_parser = SignalParser)]
+        signal: i32,
         /// Wait until the session has ended.
         #[arg(long)]
         wait: bool,
@@ -181,6 +186,7 @@ pub enum Command {
     /// Show a session's events (or every session's, with --all).
     Events {
         /// ID, unique display name, or ID@INCARNATION (only that creation's events).
+        #[arg(add = crate::complete::refs())]
         reference: Option<String>,
         /// Every session.
         #[arg(long, conflicts_with = "reference")]
@@ -189,8 +195,8 @@ pub enum Command {
         #[arg(long)]
         follow: bool,
         /// Wait for an event of this type, print it and exit.
-        #[arg(long, value_name = "TYPE")]
-        wait: Option<String>,
+        #[arg(long, value_name = "TYPE", value_enum)]
+        wait: Option<EventType>,
         /// Seconds to wait with --wait.
         #[arg(long, value_name = "S", default_value_t = 10.0)]
         timeout: f64,
@@ -240,6 +246,14 @@ pub enum Command {
         #[arg(long, value_name = "S", default_value_t = 5.0)]
         grace: f64,
     },
+    /// Print a shell completion script (ids and names complete too): see the README.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// Print latch's manual page (roff): `latch man | man -l -`.
+    Man,
     /// Run a session daemon (internal).
     #[command(hide = true)]
     Daemon {
@@ -303,10 +317,9 @@ pub struct NewArgs {
     /// Environment variable (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
-    /// Legacy-client policy: off, observe or full (default: the registry's
-    /// defaults.json, else observe).
-    #[arg(long, value_name = "POLICY")]
-    pub legacy: Option<String>,
+    /// Legacy-client policy (default: the registry's defaults.json, else observe).
+    #[arg(long, value_name = "POLICY", value_enum)]
+    pub legacy: Option<Legacy>,
     /// Write a receipt for this creation to FILE (mode 0600).
     #[arg(long, value_name = "FILE")]
     pub receipt: Option<PathBuf>,
@@ -322,6 +335,167 @@ pub struct NewArgs {
 impl Cli {
     /// Whether errors should also be printed as JSON (`meta patch` always prints JSON).
     pub fn wants_json(&self) -> bool {
-        self.json || matches!(self.command, Command::Meta { .. })
+        self.json || matches!(self.command, Some(Command::Meta { .. }))
     }
+}
+
+/// `--legacy`: the legacy-client policy (SPEC.md §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Legacy {
+    /// Close older clients at once.
+    Off,
+    /// Let them read (status, peek, read-only attach); drop their input.
+    Observe,
+    /// Also accept their input and resizes (trusted tools only).
+    Full,
+}
+
+impl From<Legacy> for latch_wire::LegacyPolicy {
+    fn from(l: Legacy) -> Self {
+        match l {
+            Legacy::Off => Self::Off,
+            Legacy::Observe => Self::Observe,
+            Legacy::Full => Self::Full,
+        }
+    }
+}
+
+/// `ls --status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusFilter {
+    /// The daemon is proven alive.
+    Running,
+    /// The program's exit is recorded.
+    Exited,
+    /// The daemon is proven gone without recording an exit.
+    Vanished,
+    /// Liveness could not be told.
+    Unknown,
+    /// The record cannot be read.
+    Degraded,
+}
+
+impl StatusFilter {
+    /// The status's name (SPEC.md §9.7).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Exited => "exited",
+            Self::Vanished => "vanished",
+            Self::Unknown => "unknown",
+            Self::Degraded => "degraded",
+        }
+    }
+}
+
+/// `events --wait`: an event type (SPEC.md §9.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum EventType {
+    /// The session was created.
+    SessionStart,
+    /// The program ended.
+    SessionExit,
+    /// Name, tags or command changed.
+    MetadataChange,
+    /// A kill was requested.
+    KillRequested,
+    /// The session was removed.
+    Removed,
+}
+
+impl EventType {
+    /// The `type` field's value.
+    pub fn name(self) -> &'static str {
+        use latch_registry::events::kind;
+        match self {
+            Self::SessionStart => kind::SESSION_START,
+            Self::SessionExit => kind::SESSION_EXIT,
+            Self::MetadataChange => kind::METADATA_CHANGE,
+            Self::KillRequested => kind::KILL_REQUESTED,
+            Self::Removed => kind::REMOVED,
+        }
+    }
+}
+
+/// Signal names `kill --signal` takes (or a number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "UPPER")]
+pub enum SignalName {
+    Hup,
+    Int,
+    Quit,
+    Kill,
+    Term,
+    Usr1,
+    Usr2,
+    Cont,
+    Stop,
+    Tstp,
+    Winch,
+    Alrm,
+    Pipe,
+}
+
+impl SignalName {
+    fn number(self) -> i32 {
+        use nix::sys::signal::Signal as S;
+        (match self {
+            Self::Hup => S::SIGHUP,
+            Self::Int => S::SIGINT,
+            Self::Quit => S::SIGQUIT,
+            Self::Kill => S::SIGKILL,
+            Self::Term => S::SIGTERM,
+            Self::Usr1 => S::SIGUSR1,
+            Self::Usr2 => S::SIGUSR2,
+            Self::Cont => S::SIGCONT,
+            Self::Stop => S::SIGSTOP,
+            Self::Tstp => S::SIGTSTP,
+            Self::Winch => S::SIGWINCH,
+            Self::Alrm => S::SIGALRM,
+            Self::Pipe => S::SIGPIPE,
+        }) as i32
+    }
+}
+
+/// Parses `--signal`: a number, or a [`SignalName`] with or without `SIG`, in any
+/// case; `--help` lists the names and a typo gets clap's suggestion.
+#[derive(Debug, Clone, Copy)]
+pub struct SignalParser;
+
+impl TypedValueParser for SignalParser {
+    type Value = i32;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<i32, clap::Error> {
+        let text = value.to_string_lossy();
+        if let Ok(n) = text.parse::<i32>() {
+            return Ok(n);
+        }
+        let upper = text.to_ascii_uppercase();
+        let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+        EnumValueParser::<SignalName>::new()
+            .parse_ref(cmd, arg, std::ffi::OsStr::new(name))
+            .map(SignalName::number)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            SignalName::value_variants()
+                .iter()
+                .filter_map(ValueEnum::to_possible_value),
+        ))
+    }
+}
+
+/// `latch completions SHELL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }

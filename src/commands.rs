@@ -97,7 +97,12 @@ pub(crate) fn secs(s: f64) -> Result<Duration, ClientError> {
 pub fn run(cli: Cli) -> Result<i32, ClientError> {
     let root = cli.root.as_ref();
     let json = cli.json;
-    match cli.command {
+    let Some(command) = cli.command else {
+        return registry_ops::summary(root, json);
+    };
+    match command {
+        Command::Completions { shell } => crate::complete::script(shell),
+        Command::Man => crate::complete::man(),
         Command::Daemon { root, spec } => lifecycle::daemon(root, spec),
         Command::New(args) => sessions::new(root, args, json),
         Command::Attach {
@@ -136,7 +141,13 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             tags,
             status,
             owner,
-        } => registry_ops::ls(root, json, &tags, status.as_deref(), owner.as_deref()),
+        } => registry_ops::ls(
+            root,
+            json,
+            &tags,
+            status.map(crate::cli::StatusFilter::name),
+            owner.as_deref(),
+        ),
         Command::Status { target } => registry_ops::status(root, &target, json),
         Command::Tag { target, tags } => registry_ops::tag(root, &target, &tags, json),
         Command::Rename { target, name } => registry_ops::rename(root, &target, name, json),
@@ -155,7 +166,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                 all,
                 follow,
                 json,
-                wait.as_deref(),
+                wait.map(crate::cli::EventType::name),
                 secs(timeout)?,
             )
         }
@@ -166,7 +177,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             signal,
             wait,
             timeout,
-        } => lifecycle::kill(root, &target, &signal, wait.then_some(secs(timeout)?), json),
+        } => lifecycle::kill(root, &target, signal, wait.then_some(secs(timeout)?), json),
         Command::Rm { target, force } => lifecycle::rm(root, &target, force, json),
         Command::Gc {
             dry_run,

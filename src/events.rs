@@ -84,7 +84,7 @@ fn print(ev: &ReadEvent, json: bool) {
     }
     if ev["type"] == latch_registry::events::UNREADABLE {
         println!(
-            "{:<13} {:<16} {} line={}",
+            "{:<29} {:<16} {} line={}",
             "?",
             "(unreadable)",
             ev["id"].as_str().unwrap_or("?"),
@@ -101,9 +101,12 @@ fn print(ev: &ReadEvent, json: bool) {
         }
     }
     let details: Vec<String> = rest.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let ts = ev["ts"]
+        .as_u64()
+        .map_or_else(|| "?".to_owned(), crate::output::rfc3339_local);
     println!(
         "{} {:<16} {}@{} {}",
-        ev["ts"],
+        ts,
         ev["type"].as_str().unwrap_or("?"),
         ev["id"].as_str().unwrap_or("?"),
         ev["incarnation"].as_str().unwrap_or("?"),
@@ -158,8 +161,19 @@ pub fn run(
         .map_err(|e| ClientError::Other(format!("inotify watch: {e}")))?;
     let deadline = Instant::now() + timeout;
     loop {
+        // Every stream's new events, merged in time order (one stream is already
+        // in order; a line without a time keeps the time of the one before it).
+        let mut batch = Vec::new();
         for s in &mut streams {
+            let mut at = 0;
             for ev in fresh(client, s)? {
+                at = ev.ts().unwrap_or(at);
+                batch.push((at, ev));
+            }
+        }
+        batch.sort_by_key(|(at, _)| *at);
+        {
+            for (_, ev) in batch {
                 match wait {
                     Some(t) if ev.type_name() == t => {
                         print(&ev, json);

@@ -3,6 +3,7 @@
 mod attach;
 mod cli;
 mod commands;
+mod complete;
 mod events;
 mod keys;
 mod legacy_dir;
@@ -12,6 +13,9 @@ mod shapes;
 use clap::Parser;
 
 fn main() {
+    // `LATCH_COMPLETE=SHELL latch -- ARGS…`: a completion request from the script
+    // `latch completions SHELL` prints; answered before anything else runs.
+    complete::answer_requests();
     let cli = cli::Cli::parse();
     let json = cli.wants_json();
     let code = match commands::run(cli) {

@@ -192,6 +192,9 @@ pub struct StatusJson {
     pub session: SessionJson,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub daemon: Option<DaemonJson>,
+    /// For an ended session: the command that removes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// `kill --json` and `rm --json`.
@@ -421,6 +424,7 @@ mod tests {
         let status = |with: bool| StatusJson {
             session: session(with.then_some("why")),
             daemon: with.then(daemon),
+            hint: with.then(|| "latch rm a".into()),
         };
         check(&shapes, "status", v(&status(true)), v(&status(false)));
         check(&shapes, "daemon", v(&daemon()), v(&daemon()));

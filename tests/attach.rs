@@ -15,12 +15,13 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn new() -> Option<Self> {
+    /// A server of its own for each test (`name`), as tests run in parallel.
+    fn new(name: &str) -> Option<Self> {
         if Command::new("tmux").arg("-V").output().is_err() {
             return None;
         }
         Some(Self {
-            socket: format!("latch-test-{}", std::process::id()),
+            socket: format!("latch-test-{}-{name}", std::process::id()),
         })
     }
 
@@ -56,7 +57,7 @@ impl Drop for Tmux {
 
 #[test]
 fn interactive_attach_through_a_real_terminal() {
-    let Some(tmux) = Tmux::new() else {
+    let Some(tmux) = Tmux::new("ia") else {
         panic!("tmux is required for this test (.ci/run installs it)");
     };
     let reg = Reg::new();
@@ -130,4 +131,64 @@ fn interactive_attach_through_a_real_terminal() {
     let st = reg.run(&["status", "ia", "--json"]).json();
     assert_eq!(st["status"], "running");
     assert_eq!(st["daemon"]["writers"], 0);
+}
+
+/// The detach key is settable on `new`; pressed twice it reaches the program; the
+/// detach message starts on a fresh line wherever the program left the cursor.
+#[test]
+fn detach_key_on_new_double_press_and_a_fresh_line() {
+    let Some(tmux) = Tmux::new("dk") else {
+        panic!("tmux is required for this test (.ci/run installs it)");
+    };
+    let reg = Reg::new();
+    reg.run(&["ls"]).ok(); // the root, for events to watch
+    let pane_cmd = format!(
+        "{bin} --root {root} new --id dk --detach-key C-a -- cat -v; echo LATCH-EXIT:$?; tmux -L {sock} wait-for -S detached; sleep 600",
+        bin = support::latch_bin(),
+        root = reg.root.display(),
+        sock = tmux.socket,
+    );
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "80",
+        "-y",
+        "20",
+        &pane_cmd,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let started = reg.run(&[
+        "events",
+        "--all",
+        "--wait",
+        "session_start",
+        "--timeout",
+        "10",
+    ]);
+    assert_eq!(started.code, 0, "{started:?}");
+    tmux.run(&["send-keys", "-t", "t", "hello", "Enter"]);
+    reg.wait_for("dk", "hello");
+    // Twice: one C-a goes through (cat -v shows it as ^A).
+    tmux.run(&["send-keys", "-t", "t", "C-a", "C-a"]);
+    tmux.run(&["send-keys", "-t", "t", "z", "Enter"]);
+    reg.wait_for("dk", "^Az");
+    // Once, with the cursor mid-line: detached, and the message on a line of its own.
+    tmux.run(&["send-keys", "-t", "t", "partial"]);
+    reg.wait_for("dk", "partial");
+    tmux.run(&["send-keys", "-t", "t", "C-a"]);
+    assert!(tmux.wait_for("detached"), "no detach: {}", tmux.capture());
+    let pane = tmux.capture();
+    assert!(pane.contains("LATCH-EXIT:0"), "{pane}");
+    assert!(
+        pane.lines()
+            .any(|l| l.starts_with("[latch: detached from dk]")),
+        "{pane}"
+    );
+    assert_eq!(
+        reg.run(&["status", "dk", "--json"]).json()["status"],
+        "running"
+    );
 }

@@ -213,11 +213,7 @@ impl Client {
             }
             Ok(Some(rec)) => match derive_status(&rec) {
                 SessionStatus::Running => (Verdict::Current, Some(r), "running".into()),
-                SessionStatus::Exited { code, signal } => (
-                    Verdict::Exited,
-                    Some(r),
-                    format!("exited (code {code:?}, signal {signal:?})"),
-                ),
+                st @ SessionStatus::Exited { .. } => (Verdict::Exited, Some(r), st.to_string()),
                 SessionStatus::Vanished => (Verdict::Exited, Some(r), "its daemon vanished".into()),
                 SessionStatus::Unknown { reason } => (Verdict::Unreadable, Some(r), reason),
             },

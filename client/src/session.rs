@@ -49,6 +49,28 @@ impl SessionStatus {
     }
 }
 
+impl std::fmt::Display for SessionStatus {
+    /// For people: `running`, `exited with code 5`, `killed by signal 9 (SIGKILL)`,
+    /// `vanished (…)`, `unknown: …`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Running => f.write_str("running"),
+            Self::Exited {
+                signal: Some(s), ..
+            } => match nix::sys::signal::Signal::try_from(*s) {
+                Ok(sig) => write!(f, "killed by signal {s} ({})", sig.as_str()),
+                Err(_) => write!(f, "killed by signal {s}"),
+            },
+            Self::Exited { code: Some(c), .. } => write!(f, "exited with code {c}"),
+            Self::Exited { .. } => f.write_str("exited"),
+            Self::Vanished => {
+                f.write_str("vanished (its daemon ended without recording the program's exit)")
+            }
+            Self::Unknown { reason } => write!(f, "unknown: {reason}"),
+        }
+    }
+}
+
 /// Ids a listing thread reads at least (fewer: one thread does it all).
 const LIST_PER_THREAD: usize = 128;
 
@@ -589,12 +611,9 @@ impl Client {
                 ClientError::replaced(&session.id, session.incarnation, Some(r.incarnation))
             }
             Ok(Some(r)) => match derive_status(&r) {
-                SessionStatus::Exited { code, signal } => ClientError::unreachable(
+                st @ SessionStatus::Exited { .. } => ClientError::unreachable(
                     UnreachableCause::Exited,
-                    format!(
-                        "session {} has exited (code {code:?}, signal {signal:?})",
-                        session.id
-                    ),
+                    format!("session {} has ended: {st}", session.id),
                 ),
                 SessionStatus::Vanished => ClientError::unreachable(
                     UnreachableCause::Vanished,

@@ -417,6 +417,10 @@ mod tests {
             reg.default_legacy_policy(),
             Err(RegistryError::Corrupt { .. })
         ));
+        fs::write(reg.root().join(DEFAULTS_FILE), br#"{"detachKey": "^]"}"#).unwrap();
+        let d = reg.defaults().unwrap();
+        assert_eq!(d.detach_key.as_deref(), Some("^]"));
+        assert_eq!(d.legacy_policy, latch_wire::LegacyPolicy::Observe);
     }
 
     #[test]

@@ -8,31 +8,16 @@ use latch_client::{exit, Client, ClientError, KillOutcome};
 
 use super::{open, open_target, parse_owner, usage};
 use crate::cli::TargetArgs;
+use crate::output;
 use crate::shapes::{self, ActionJson, CreatedJson, RestartedJson};
-
-fn parse_signal(s: &str) -> Result<i32, ClientError> {
-    if let Ok(n) = s.parse::<i32>() {
-        return Ok(n);
-    }
-    let upper = s.to_ascii_uppercase();
-    let name = if upper.starts_with("SIG") {
-        upper
-    } else {
-        format!("SIG{upper}")
-    };
-    name.parse::<nix::sys::signal::Signal>()
-        .map(|sig| sig as i32)
-        .map_err(|_| usage(format!("unknown signal {s:?}")))
-}
 
 pub(crate) fn kill(
     root: Option<&PathBuf>,
     target: &TargetArgs,
-    signal: &str,
+    sig: i32,
     wait: Option<Duration>,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let sig = parse_signal(signal)?;
     let (client, target) = open_target(root, target)?;
     let outcome = client.kill(&target.session, sig, wait)?;
     let name = match outcome {
@@ -108,15 +93,22 @@ pub(crate) fn gc(
     let reports = client.gc(opts)?;
     if json {
         shapes::print(&reports)?;
+    } else if reports.is_empty() {
+        println!("nothing to clean up");
     } else {
+        let mut t =
+            output::Table::new(&[("ID", 20), ("OBSERVED", 8), ("ACTION", 27), ("REASON", 0)])
+                .whole(0);
         for r in &reports {
-            println!(
-                "{:<20} {:<9} {:<28} {}",
-                r.id,
-                r.observed,
-                r.action,
-                r.reason.as_deref().unwrap_or("")
-            );
+            t.row(vec![
+                r.id.clone(),
+                r.observed.clone(),
+                r.action.clone(),
+                r.reason.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        for line in t.render(output::width()) {
+            println!("{line}");
         }
     }
     Ok(exit::OK)

@@ -20,13 +20,6 @@ pub(crate) fn ls(
     owner: Option<&str>,
 ) -> Result<i32, ClientError> {
     let owner = parse_owner(owner)?;
-    if let Some(s) = status {
-        if !["running", "exited", "vanished", "unknown", "degraded"].contains(&s) {
-            return Err(usage(format!(
-                "--status {s:?}: expected running, exited, vanished, unknown or degraded"
-            )));
-        }
-    }
     let want_tags = parse_kv(tags, "--tag")?;
     let client = open(root)?;
     let listed = match &owner {
@@ -48,11 +41,57 @@ pub(crate) fn ls(
     if json {
         let arr: Vec<EntryJson> = entries.iter().map(EntryJson::from).collect();
         shapes::print(&arr)?;
+    } else if entries.is_empty() {
+        if status.is_some() || !want_tags.is_empty() || owner.is_some() {
+            println!("no sessions match");
+        } else {
+            println!("no sessions (start one with: latch new)");
+        }
     } else {
-        for e in &entries {
-            println!("{}", output::entry_line(e));
+        for line in output::ls_table(&entries).render(output::width()) {
+            println!("{line}");
         }
     }
+    Ok(exit::OK)
+}
+
+/// `latch` alone: the running sessions, and how to create and attach. It acts on
+/// nothing: a bare command that created or attached by a guess would surprise a
+/// script, and a picker needs a terminal.
+pub(crate) fn summary(root: Option<&PathBuf>, json: bool) -> Result<i32, ClientError> {
+    let client = open(root)?;
+    let (running, others): (Vec<Entry>, Vec<Entry>) = client.list()?.into_iter().partition(|e| {
+        matches!(
+            e,
+            Entry::Session {
+                status: SessionStatus::Running,
+                ..
+            }
+        )
+    });
+    if json {
+        let arr: Vec<EntryJson> = running.iter().map(EntryJson::from).collect();
+        shapes::print(&arr)?;
+        return Ok(exit::OK);
+    }
+    if running.is_empty() {
+        println!("no running sessions");
+    } else {
+        for line in output::ls_table(&running).render(output::width()) {
+            println!("{line}");
+        }
+    }
+    if !others.is_empty() {
+        println!(
+            "({} more: exited, vanished or unreadable; see latch ls)",
+            others.len()
+        );
+    }
+    println!();
+    println!("  latch new                 start $SHELL in a new session (Ctrl-\\ detaches)");
+    println!("  latch new -A --id ID      attach to session ID, creating it if needed");
+    println!("  latch attach [REF]        attach (no REF: the most recently used session)");
+    println!("  latch ls | latch --help   every session | every command");
     Ok(exit::OK)
 }
 
@@ -63,57 +102,71 @@ pub(crate) fn status(
 ) -> Result<i32, ClientError> {
     let (client, target) = open_target(root, target)?;
     let derived = latch_client::derive_status(&target.record);
-    if let SessionStatus::Exited { .. } = derived {
-        if json {
-            shapes::print(&SessionJson::new(&target.record, &derived))?;
-        } else {
-            println!(
-                "{}@{}: {}",
-                target.session.id,
-                target.session.incarnation,
-                output::entry_line(&Entry::Session {
-                    record: Box::new(target.record.clone()),
-                    status: derived.clone()
-                })
-            );
-        }
-        return Ok(exit::OK);
-    }
-    // STATUS is a query, legal before BIND (and while the session drains): ask it
-    // unbound and check that the daemon is the creation we resolved.
-    let s = client.status_of(&target.session)?;
+    // An ended session (exited, or its daemon vanished) is reported from its
+    // record, with how to remove it; only a running one is asked (STATUS is a
+    // query, legal before BIND and while the session drains), and the daemon must
+    // be the creation resolved.
+    let daemon = match derived {
+        SessionStatus::Exited { .. } | SessionStatus::Vanished => None,
+        _ => Some(client.status_of(&target.session)?),
+    };
+    let hint = daemon
+        .is_none()
+        .then(|| format!("latch rm {}", target.session.id));
     if json {
         shapes::print(&StatusJson {
             session: SessionJson::new(&target.record, &derived),
-            daemon: Some(DaemonJson::from(&s)),
+            daemon: daemon.as_ref().map(DaemonJson::from),
+            hint,
         })?;
-    } else {
-        println!("id:          {}", s.id);
-        println!("incarnation: {}", s.incarnation);
-        println!(
-            "name:        {}",
-            target.record.display_name.as_deref().unwrap_or("-")
+        return Ok(exit::OK);
+    }
+    let r = &target.record;
+    let status = match daemon.as_ref().and_then(|s| s.exit) {
+        // The daemon saw the program end and is finishing.
+        Some(e) => SessionStatus::Exited {
+            code: e.code,
+            signal: e.signal,
+        }
+        .to_string(),
+        None => derived.to_string(),
+    };
+    let field = |k: &str, v: &str| println!("{:<13}{v}", format!("{k}:"));
+    field("id", r.id.as_str());
+    field("incarnation", &r.incarnation.to_string());
+    field("name", r.display_name.as_deref().unwrap_or("-"));
+    field("status", &status);
+    field("command", &output::shell_join(&r.command));
+    field("cwd", &r.cwd);
+    field(
+        "created",
+        &format!(
+            "{} ({} ago)",
+            output::rfc3339_local(r.created_at_ms),
+            output::age(r.created_at_ms)
+        ),
+    );
+    if let Some(s) = &daemon {
+        field("size", &format!("{} cols × {} rows", s.cols, s.rows));
+        field(
+            "clients",
+            &format!(
+                "{} writer{}, {} reader{}",
+                s.writers,
+                if s.writers == 1 { "" } else { "s" },
+                s.readers,
+                if s.readers == 1 { "" } else { "s" }
+            ),
         );
-        println!(
-            "status:      {}",
-            if s.exit.is_some() {
-                "exited"
-            } else {
-                "running"
-            }
-        );
-        println!("command:     {}", target.record.command.join(" "));
-        println!("size:        {}x{}", s.rows, s.cols);
-        println!("clients:     {} writers, {} readers", s.writers, s.readers);
-        println!(
-            "pids:        daemon {}, program {}",
-            s.daemon_pid, s.child_pid
-        );
-        println!("legacy:      {}", s.legacy_policy.as_str());
-        println!(
-            "owner:       {}",
-            s.owner.as_ref().map_or("-", Owner::as_str)
-        );
+    }
+    field(
+        "pids",
+        &format!("daemon {}, program {}", r.daemon.pid, r.child.pid),
+    );
+    field("legacy", r.legacy_policy.as_str());
+    field("owner", r.owner.as_ref().map_or("-", Owner::as_str));
+    if let Some(h) = &hint {
+        field("hint", &format!("`{h}` removes it"));
     }
     Ok(exit::OK)
 }

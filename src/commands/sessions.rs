@@ -155,9 +155,8 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
         .as_deref()
         .map(|s| SessionId::new(s).map_err(|e| usage(format!("--id {s:?}: {e}"))))
         .transpose()?;
-    let legacy_policy = match &args.legacy {
-        Some(p) => LegacyPolicy::parse(p)
-            .ok_or_else(|| usage(format!("--legacy {p:?}: expected off, observe or full")))?,
+    let legacy_policy = match args.legacy {
+        Some(p) => LegacyPolicy::from(p),
         None => client.registry().default_legacy_policy()?,
     };
     let key = if args.detached {
@@ -275,7 +274,10 @@ fn most_recent(client: &Client) -> Result<String, ClientError> {
     let mut running: Vec<(u64, latch_registry::Record)> = listed
         .into_iter()
         .filter_map(|e| match e {
-            Entry::Session { record, status } if status == SessionStatus::Running => {
+            Entry::Session {
+                record,
+                status: SessionStatus::Running,
+            } => {
                 let own = SessionRef::new(record.id.clone(), record.incarnation);
                 (!inside(&own)).then(|| (last_used_ms(&record), *record))
             }

@@ -213,7 +213,7 @@ mod tests {
         t.row(vec!["longid".into(), "b".into(), "z".into()]);
         assert_eq!(
             t.render(Some(14)),
-            ["ID   X   REST", "a    lo… 01234…", "longid b   z"]
+            ["ID   X   REST", "a    lo… 0123…", "longid b   z"]
         );
         let ts = rfc3339_local(1_700_000_000_123);
         assert_eq!(ts.len(), "2023-11-14T22:13:20.123+00:00".len(), "{ts}");

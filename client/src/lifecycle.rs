@@ -545,5 +545,7 @@ mod tests {
         let spec = include_str!("../../SPEC.md");
         assert!(spec.contains("| EVENTS_RETENTION | 7 days |"));
         assert_eq!(super::EVENTS_RETENTION.as_secs(), 7 * 86_400);
+        assert!(spec.contains("| ORPHAN_MIN_AGE | 60 s |"));
+        assert_eq!(super::ORPHAN_MIN_AGE.as_secs(), 60);
     }
 }

@@ -402,6 +402,14 @@ pub enum EventType {
     KillRequested,
     /// The session was removed.
     Removed,
+    /// The program rang the bell.
+    Bell,
+    /// The program set the window title.
+    TitleChange,
+    /// The program sent a desktop notification.
+    Notification,
+    /// The program showed or hid the cursor.
+    CursorVisible,
 }
 
 impl EventType {
@@ -414,6 +422,10 @@ impl EventType {
             Self::MetadataChange => kind::METADATA_CHANGE,
             Self::KillRequested => kind::KILL_REQUESTED,
             Self::Removed => kind::REMOVED,
+            Self::Bell => kind::BELL,
+            Self::TitleChange => kind::TITLE_CHANGE,
+            Self::Notification => kind::NOTIFICATION,
+            Self::CursorVisible => kind::CURSOR_VISIBLE,
         }
     }
 }
@@ -498,4 +510,27 @@ pub enum Shell {
     Bash,
     Zsh,
     Fish,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_wait_offers_every_event_type() {
+        let names: Vec<&str> = EventType::value_variants()
+            .iter()
+            .map(|t| t.name())
+            .collect();
+        assert_eq!(names, latch_registry::events::kind::ALL);
+        for t in EventType::value_variants() {
+            assert_eq!(t.to_possible_value().unwrap().get_name(), t.name());
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

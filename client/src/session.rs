@@ -309,7 +309,9 @@ impl Client {
                     .chunks(chunk)
                     .map(|part| {
                         scope.spawn(move || {
-                            part.iter().filter_map(|id| self.entry(id)).collect::<Vec<_>>()
+                            part.iter()
+                                .filter_map(|id| self.entry(id))
+                                .collect::<Vec<_>>()
                         })
                     })
                     .collect();

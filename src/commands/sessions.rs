@@ -507,7 +507,8 @@ fn peek_exited(
             return Err(ClientError::unreachable(
                 UnreachableCause::Exited,
                 format!(
-                    "session {id} has exited (code {code:?}, signal {signal:?}) and its screen does not show {want:?}"
+                    "session {id} has ended ({}) and its screen does not show {want:?}",
+                    SessionStatus::Exited { code, signal }
                 ),
             ));
         }

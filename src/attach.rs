@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
-use latch_client::{exit, AttachEvent, Client, ClientError};
+use latch_client::{exit, AttachEvent, AttachMode, Client, ClientError, PeekOptions, PeekScope};
 use latch_wire::SessionRef;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::termios::{self, SetArg, Termios};
@@ -103,11 +103,20 @@ fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i
     Ok(program_code(code, signal))
 }
 
+/// `--read-only` as an attach mode.
+pub fn mode(read_only: bool) -> AttachMode {
+    if read_only {
+        AttachMode::ReadOnly
+    } else {
+        AttachMode::ReadWrite
+    }
+}
+
 /// The last `n` lines of the session's scrollback (above its visible screen), as
 /// line-based ANSI, each ending in CR LF (`attach --history`).
 fn history(bound: &mut latch_client::Bound, n: usize) -> Result<Vec<u8>, ClientError> {
-    let full = bound.peek(false, true)?;
-    let visible = bound.peek(false, false)?;
+    let full = bound.peek(PeekOptions::ansi().with_scope(PeekScope::Scrollback))?;
+    let visible = bound.peek(PeekOptions::ansi())?;
     let full = String::from_utf8_lossy(&full);
     let shown = String::from_utf8_lossy(&visible).lines().count();
     let lines: Vec<&str> = full.lines().collect();
@@ -195,7 +204,7 @@ pub fn interactive(
     } else {
         Vec::new()
     };
-    let attached = bound.attach(rows, cols, read_only)?;
+    let attached = bound.attach(rows, cols, mode(read_only))?;
     let guard = RawGuard::enter();
     let saved = guard.saved.clone();
     let mut stdout = std::io::stdout();

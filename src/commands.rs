@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use latch_client::{
-    exit, AttachEvent, Client, ClientError, Entry, KillOutcome, MetaPatch, NewSession,
-    SessionStatus, Target, UnreachableCause,
+    exit, AttachEvent, AttachMode, Client, ClientError, Entry, KillOutcome, MetaPatch, NewSession,
+    PeekFormat, PeekOptions, PeekScope, RemoveMode, SessionStatus, Target, UnreachableCause,
 };
 use latch_registry::root::resolve_root;
 use latch_wire::{Incarnation, LegacyPolicy, Owner, SessionId};
@@ -444,7 +444,14 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         } => {
             let client = open_for(root, &expect)?;
             let target = resolve(&client, &reference, &expect)?;
-            client.remove(&target.session, force)?;
+            client.remove(
+                &target.session,
+                if force {
+                    RemoveMode::Force
+                } else {
+                    RemoveMode::ExitedOnly
+                },
+            )?;
             if json {
                 println!(
                     "{}",
@@ -569,6 +576,21 @@ fn print_screen(screen: &[u8]) -> Result<(), ClientError> {
         .map_err(|e| ClientError::Other(e.to_string()))
 }
 
+/// `--plain`/`--ansi` and `--full` as peek options.
+fn peek_options(plain: bool, full: bool) -> PeekOptions {
+    PeekOptions::default()
+        .with_format(if plain {
+            PeekFormat::Plain
+        } else {
+            PeekFormat::Ansi
+        })
+        .with_scope(if full {
+            PeekScope::Scrollback
+        } else {
+            PeekScope::Screen
+        })
+}
+
 fn peek(
     client: &Client,
     target: &Target,
@@ -577,58 +599,21 @@ fn peek(
     wait: Option<&str>,
     timeout: Duration,
 ) -> Result<i32, ClientError> {
-    let mut bound = match client.connect(&target.session) {
-        Ok(b) => b,
-        Err(e) => return peek_exited(client, target, plain, full, wait, e),
-    };
     let Some(text) = wait else {
-        print_screen(&bound.peek(plain, full)?)?;
+        let mut bound = match client.connect(&target.session) {
+            Ok(b) => b,
+            Err(e) => return peek_exited(client, target, plain, full, wait, e),
+        };
+        print_screen(&bound.peek(peek_options(plain, full))?)?;
         return Ok(exit::OK);
     };
-    // Event-driven wait: a read-only attachment wakes us on every output; each
-    // wake re-reads the screen through the bound connection.
-    let watcher = client.connect(&target.session)?.attach(0, 0, true)?;
-    let mut reader = watcher.reader;
-    let deadline = Instant::now() + timeout;
-    loop {
-        let screen = bound.peek(true, full)?;
-        if String::from_utf8_lossy(&screen).contains(text) {
-            let out = if plain {
-                screen
-            } else {
-                bound.peek(false, full)?
-            };
-            print_screen(&out)?;
-            return Ok(exit::OK);
+    match client.wait_for_text(&target.session, text, peek_options(plain, full), timeout) {
+        Ok(screen) => {
+            print_screen(&screen)?;
+            Ok(exit::OK)
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ClientError::unreachable(
-                UnreachableCause::TimedOut,
-                format!(
-                    "timed out after {:.1} s waiting for {text:?}",
-                    timeout.as_secs_f64()
-                ),
-            ));
-        }
-        reader.set_timeout(Some(left))?;
-        match reader.next_event() {
-            Ok(AttachEvent::Output(_) | AttachEvent::Screen(_) | AttachEvent::Geometry { .. }) => {}
-            Ok(AttachEvent::Exit(_) | AttachEvent::Closed | AttachEvent::Detached) => {
-                return Err(ClientError::unreachable(
-                    UnreachableCause::Exited,
-                    format!("session ended before {text:?} appeared"),
-                ))
-            }
-            Ok(AttachEvent::Error { code, detail }) => {
-                return Err(ClientError::Daemon { code, detail })
-            }
-            Err(ClientError::Unreachable {
-                cause: UnreachableCause::TimedOut,
-                ..
-            }) => {}
-            Err(e) => return Err(e),
-        }
+        // An exited session's kept screen may show the text (SPEC §9.15).
+        Err(e) => peek_exited(client, target, plain, full, wait, e),
     }
 }
 
@@ -686,7 +671,7 @@ fn peek_follow(client: &Client, target: &Target, plain: bool) -> Result<i32, Cli
     let id = &target.session.id;
     let attached = match client
         .connect(&target.session)
-        .and_then(|b| b.attach(0, 0, true))
+        .and_then(|b| b.attach(0, 0, AttachMode::ReadOnly))
     {
         Ok(a) => a,
         Err(e) => {

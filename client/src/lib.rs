@@ -15,8 +15,11 @@ pub mod error;
 pub mod lifecycle;
 pub mod meta;
 pub mod names;
+pub mod options;
+mod proto;
 pub mod receipt;
 pub mod session;
+mod wait;
 
 pub use conn::{AttachEvent, AttachReader, AttachWriter, Attached, Bound, Connection};
 pub use create::Created;
@@ -24,5 +27,6 @@ pub use error::{exit, ClientError, Mismatch, UnreachableCause};
 pub use lifecycle::{GcOptions, GcReport};
 pub use meta::{MetaPatch, Patched};
 pub use names::{validate_display_name, NameError};
+pub use options::{AttachMode, PeekFormat, PeekOptions, PeekScope, RemoveMode};
 pub use receipt::{Receipt, Verdict};
 pub use session::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus, Target};

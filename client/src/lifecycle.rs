@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::create::Created;
 use crate::error::ClientError;
+use crate::options::RemoveMode;
 use crate::session::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus};
 
 /// Options for [`Client::gc`].
@@ -234,7 +235,7 @@ impl Client {
                     Some(opts.grace.max(Duration::from_secs(1))),
                 ) {
                     Ok(KillOutcome::Killed | KillOutcome::AlreadyExited) => {
-                        match self.remove(&target, false) {
+                        match self.remove(&target, RemoveMode::ExitedOnly) {
                             Ok(()) => {
                                 report.action = "stopped-and-removed".into();
                                 report.reason = Some(why);
@@ -425,7 +426,7 @@ impl Client {
                 Err(e) => return Err(e),
             }
         }
-        self.remove(session, false)?;
+        self.remove(session, RemoveMode::ExitedOnly)?;
         self.create(NewSession {
             id: Some(session.id.clone()),
             name: record.display_name.clone(),

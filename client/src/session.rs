@@ -14,6 +14,7 @@ use crate::conn::{Bound, Connection, DEFAULT_TIMEOUT};
 use crate::create::{spawn_daemon, Created};
 use crate::error::{ClientError, UnreachableCause};
 use crate::names::validate_display_name;
+use crate::options::RemoveMode;
 
 /// A session's derived status (never stored).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -746,11 +747,11 @@ impl Client {
 
     /// Removes an exited or vanished session's files, under its lock, only if the
     /// record still holds `session`'s incarnation. A running session is refused
-    /// unless `force`, which kills it through a bound connection first.
-    pub fn remove(&self, session: &SessionRef, force: bool) -> Result<(), ClientError> {
+    /// unless [`RemoveMode::Force`], which kills it through a bound connection first.
+    pub fn remove(&self, session: &SessionRef, mode: RemoveMode) -> Result<(), ClientError> {
         let record = self.read_expecting(session)?;
         if derive_status(&record) == SessionStatus::Running {
-            if !force {
+            if mode != RemoveMode::Force {
                 return Err(ClientError::Refused(format!(
                     "session {} is running; kill it first or use rm --force",
                     session.id

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use latch_registry::{CreateSpec, ReadyMessage, Registry};
-use latch_wire::{Incarnation, Owner, SessionId};
+use latch_wire::{Incarnation, Owner, SessionId, SessionRef};
 use serde::Serialize;
 
 use crate::error::{ClientError, UnreachableCause};
@@ -34,6 +34,13 @@ pub struct Created {
     pub created_at_ms: u64,
     /// The owner it was created with (SPEC.md §2.4).
     pub owner: Option<Owner>,
+}
+
+impl Created {
+    /// The creation as a reference to connect, bind and act on.
+    pub fn session(&self) -> SessionRef {
+        SessionRef::new(self.id.clone(), self.incarnation)
+    }
 }
 
 pub(crate) fn spawn_daemon(

@@ -12,9 +12,12 @@
 pub mod conn;
 pub mod create;
 pub mod error;
+pub mod events;
 pub mod lifecycle;
 pub mod meta;
 pub mod names;
+#[cfg(feature = "tokio")]
+pub mod nonblocking;
 pub mod options;
 mod proto;
 pub mod receipt;
@@ -24,6 +27,7 @@ mod wait;
 pub use conn::{AttachEvent, AttachReader, AttachWriter, Attached, Bound, Connection};
 pub use create::Created;
 pub use error::{exit, ClientError, Mismatch, UnreachableCause};
+pub use events::{Event, EventFollower, EventScope};
 pub use lifecycle::{GcOptions, GcReport};
 pub use meta::{MetaPatch, Patched};
 pub use names::{validate_display_name, NameError};

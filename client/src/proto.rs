@@ -73,6 +73,7 @@ impl Inbox {
     }
 
     /// The buffer, for reads that fill it in place.
+    #[cfg(feature = "tokio")]
     pub(crate) fn buf_mut(&mut self) -> &mut BytesMut {
         self.buf.reserve(READ_CHUNK);
         &mut self.buf

@@ -464,10 +464,19 @@ impl Client {
         let mut conn = self.open_to(session)?;
         if self.required_owner.is_some() {
             let st = conn.status()?;
-            Self::check_status_is(session, &st)?;
-            self.check_owner_of(&session.id, st.owner.as_ref())?;
+            self.check_daemon_is(session, &st)?;
         }
         conn.bind(session)
+    }
+
+    /// The daemon's STATUS names `session` and the required owner (if any).
+    pub(crate) fn check_daemon_is(
+        &self,
+        session: &SessionRef,
+        st: &latch_wire::StatusReply,
+    ) -> Result<(), ClientError> {
+        Self::check_status_is(session, st)?;
+        self.check_owner_of(&session.id, st.owner.as_ref())
     }
 
     fn check_status_is(
@@ -489,7 +498,14 @@ impl Client {
     /// the record: an unreachable daemon of an exited, vanished or replaced session
     /// says so.
     fn open_to(&self, session: &SessionRef) -> Result<Connection, ClientError> {
-        self.connect_unbound(&session.id).map_err(|e| match e {
+        self.connect_unbound(&session.id)
+            .map_err(|e| self.explain_open_error(session, e))
+    }
+
+    /// Explains a failure to open a connection to `session`'s daemon through the
+    /// record.
+    pub(crate) fn explain_open_error(&self, session: &SessionRef, e: ClientError) -> ClientError {
+        match e {
             ClientError::Unreachable { cause, detail } => {
                 self.explain_unreachable(session, cause, detail)
             }
@@ -506,7 +522,7 @@ impl Client {
                 _ => self.explain_unreachable(session, UnreachableCause::Closed, detail),
             },
             other => other,
-        })
+        }
     }
 
     fn explain_unreachable(
@@ -547,8 +563,7 @@ impl Client {
     pub fn status_of(&self, session: &SessionRef) -> Result<latch_wire::StatusReply, ClientError> {
         let mut conn = self.open_to(session)?;
         let st = conn.status()?;
-        Self::check_status_is(session, &st)?;
-        self.check_owner_of(&session.id, st.owner.as_ref())?;
+        self.check_daemon_is(session, &st)?;
         Ok(st)
     }
 

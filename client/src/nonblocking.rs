@@ -14,7 +14,8 @@
 //! it in `tokio::time::timeout` to bound it.
 //!
 //! ```
-//! # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/doctest_support.rs"));
+//! # mod doc { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/doctest_support.rs")); }
+//! # use doc::*;
 //! # let (_dir, client) = scratch_client();
 //! use latch_client::{NewSession, PeekOptions};
 //!
@@ -65,8 +66,21 @@ struct FrameReader {
 /// The writing end of an async connection.
 #[derive(Debug)]
 struct FrameWriter {
-    half: OwnedWriteHalf,
+    /// Always `Some` until dropped.
+    half: Option<OwnedWriteHalf>,
     outbox: Outbox,
+}
+
+impl Drop for FrameWriter {
+    /// Dropping the writing half alone must not end an attachment (tokio would
+    /// shut the socket's write side down, which the daemon reads as the client
+    /// leaving): as with the blocking halves, the connection closes when both
+    /// halves are gone.
+    fn drop(&mut self) {
+        if let Some(half) = self.half.take() {
+            half.forget();
+        }
+    }
 }
 
 impl FrameReader {
@@ -92,8 +106,13 @@ impl FrameReader {
 impl FrameWriter {
     async fn write_frame(&mut self, f: &ClientFrame) -> Result<(), ClientError> {
         let bytes = self.outbox.encode(f)?;
-        self.half
-            .write_all(bytes)
+        let Some(half) = self.half.as_mut() else {
+            return Err(proto::io_err(
+                "write",
+                std::io::ErrorKind::BrokenPipe.into(),
+            ));
+        };
+        half.write_all(bytes)
             .await
             .map_err(|e| proto::io_err("write", e))
     }
@@ -127,7 +146,7 @@ impl Connection {
         let (inbox, outbox) = proto::halves();
         let mut reader = FrameReader { half: read, inbox };
         let mut writer = FrameWriter {
-            half: write,
+            half: Some(write),
             outbox,
         };
         let hs = ClientHandshake::default();

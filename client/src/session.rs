@@ -386,6 +386,10 @@ impl Client {
     }
 
     fn resolve_unchecked(&self, reference: &str) -> Result<Target, ClientError> {
+        // No id and no display name is empty (SPEC.md §2.1, §9.8).
+        if reference.is_empty() {
+            return Err(ClientError::Usage("empty session reference".into()));
+        }
         if reference.contains('@') {
             let pinned: SessionRef = reference
                 .parse()

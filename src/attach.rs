@@ -288,6 +288,7 @@ pub fn interactive(
                 }
                 return Err(ClientError::Daemon { code, detail });
             }
+            Ok(_) => {}
             Err(e) => {
                 drop(guard);
                 return Err(e);

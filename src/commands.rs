@@ -725,6 +725,8 @@ fn peek_follow(client: &Client, target: &Target, plain: bool) -> Result<i32, Cli
             AttachEvent::Error { code, detail } => {
                 return Err(ClientError::Daemon { code, detail })
             }
+            // An event a newer library knows carries no output.
+            _ => {}
         }
     }
 }

@@ -242,6 +242,7 @@ impl Bound {
 
 /// An attached session: the replayed screen and the live stream's halves.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Attached {
     /// PTY rows at attach time.
     pub rows: u16,
@@ -257,6 +258,7 @@ pub struct Attached {
 
 /// What arrives on an attached connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttachEvent {
     /// Program output.
     Output(Bytes),

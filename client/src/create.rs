@@ -21,6 +21,7 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// A created session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Created {
     /// The id.
     pub id: SessionId,

@@ -50,6 +50,7 @@ fn tty_idle(record: &Record) -> Option<Duration> {
 /// What gc did, or why it did nothing, for one session.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct GcReport {
     /// The id (or file stem for a degraded record).
     pub id: String,

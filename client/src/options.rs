@@ -2,6 +2,7 @@
 
 /// How a snapshot's text is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum PeekFormat {
     /// Plain text, as the screen shows it (SPEC.md §4.4).
     #[default]
@@ -13,6 +14,7 @@ pub enum PeekFormat {
 
 /// How much of the terminal a snapshot covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum PeekScope {
     /// The visible screen.
     #[default]

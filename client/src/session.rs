@@ -19,6 +19,7 @@ use crate::options::RemoveMode;
 /// A session's derived status (never stored).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum SessionStatus {
     /// The daemon is proven alive (pidfd + start time + boot id).
     Running,
@@ -88,6 +89,7 @@ pub enum Entry {
 
 /// A resolved reference: exactly one creation and its record as read.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Target {
     /// The creation.
     pub session: SessionRef,

@@ -223,6 +223,9 @@ fn bad_input_gets_typed_errors() {
         let e = c.resolve(reference, None).unwrap_err();
         assert_eq!(e.exit_code(), code, "{reference:?}: {e}");
     }
+    // The command line says the same (SPEC.md §2.3).
+    let run = reg.run(&["peek", ""]);
+    assert_eq!(run.code, exit::USAGE, "{run:?}");
     // A size no terminal has, a display name with a newline.
     let mut new = NewSession::default();
     new.rows = u16::MAX;

@@ -259,3 +259,20 @@ fn bad_input_gets_typed_errors() {
         assert_eq!(e.unreachable_cause(), Some(UnreachableCause::Exited), "{e}");
     });
 }
+
+/// The client and the async API's futures can move between a multi-thread
+/// runtime's workers (`tokio::spawn` with an `Arc<Client>`).
+#[test]
+fn async_api_is_send() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<Client>();
+    send_sync::<latch_client::nonblocking::Bound>();
+    let reg = Reg::new();
+    let c = client(&reg);
+    let s = c.create(announcing("send")).unwrap().session();
+    let fut = c.connect_async(&s);
+    send(&fut);
+    let wait = c.wait_for_text_async(&s, "x", PeekOptions::plain(), Duration::from_secs(1));
+    send(&wait);
+}

@@ -6,7 +6,9 @@ use std::io::{Read, Write};
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
-use latch_client::{exit, AttachEvent, AttachWriter, Client, ClientError};
+use latch_client::{
+    exit, AttachEvent, AttachMode, AttachWriter, Client, ClientError, PeekOptions, PeekScope,
+};
 use latch_wire::SessionRef;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::termios::{self, SetArg, Termios};
@@ -106,8 +108,8 @@ fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i
 /// The last `n` lines of the session's scrollback (above its visible screen), as
 /// line-based ANSI, each ending in CR LF (`attach --history`).
 fn history(bound: &mut latch_client::Bound, n: usize) -> Result<Vec<u8>, ClientError> {
-    let full = bound.peek(false, true)?;
-    let visible = bound.peek(false, false)?;
+    let full = bound.peek(PeekOptions::ansi().with_scope(PeekScope::Scrollback))?;
+    let visible = bound.peek(PeekOptions::ansi())?;
     let full = String::from_utf8_lossy(&full);
     let shown = String::from_utf8_lossy(&visible).lines().count();
     let lines: Vec<&str> = full.lines().collect();
@@ -212,7 +214,12 @@ pub fn interactive(
     } else {
         Vec::new()
     };
-    let attached = bound.attach(rows, cols, read_only)?;
+    let mode = if read_only {
+        AttachMode::ReadOnly
+    } else {
+        AttachMode::ReadWrite
+    };
+    let attached = bound.attach(rows, cols, mode)?;
     let guard = RawGuard::enter();
     let saved = guard.saved.clone();
     let mut stdout = std::io::stdout();
@@ -306,7 +313,6 @@ pub fn interactive(
                 }
                 last_byte = b.last().copied().or(last_byte);
             }
-            Ok(AttachEvent::Geometry { .. }) => {}
             Ok(AttachEvent::Exit(s)) => outcome = Some(s),
             Ok(AttachEvent::Detached | AttachEvent::Closed) => break,
             Ok(AttachEvent::Error { code, detail }) => {
@@ -323,6 +329,8 @@ pub fn interactive(
                 drop(guard);
                 return Err(e);
             }
+            // GEOMETRY, and events a newer library may add.
+            Ok(_) => {}
         }
     }
     drop(guard);

@@ -448,13 +448,7 @@ mod tests {
             owner: None,
         };
         check(&shapes, "verdict", v(&verdict), v(&verdict));
-        let report = latch_client::GcReport {
-            id: "a".into(),
-            incarnation: None,
-            observed: "exited".into(),
-            action: "removed".into(),
-            reason: None,
-        };
+        let report = latch_client::GcReport::new("a", "exited", "removed");
         check(&shapes, "gc report", v(&report), v(&report));
         let dir = LegacyDirJson {
             dir: "/d".into(),

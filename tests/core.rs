@@ -78,8 +78,16 @@ fn input_reaches_the_program_and_output_reaches_two_clients() {
     let inc = reg.new_session("cat", &["cat"]);
     let c = client(&reg);
     let s = sref("cat", &inc);
-    let mut a = c.connect(&s).unwrap().attach(24, 80, false).unwrap();
-    let mut b = c.connect(&s).unwrap().attach(24, 80, true).unwrap();
+    let mut a = c
+        .connect(&s)
+        .unwrap()
+        .attach(24, 80, latch_client::AttachMode::ReadWrite)
+        .unwrap();
+    let mut b = c
+        .connect(&s)
+        .unwrap()
+        .attach(24, 80, latch_client::AttachMode::ReadOnly)
+        .unwrap();
     a.writer.input(b"ping-123\r").unwrap();
     let seen_a = read_until(&mut a.reader, |o| o.contains("ping-123"));
     let seen_b = read_until(&mut b.reader, |o| o.contains("ping-123"));
@@ -93,7 +101,11 @@ fn reattach_replays_the_screen_before_live_output() {
     reg.wait_for("re", "before-detach");
     let c = client(&reg);
     let s = sref("re", &inc);
-    let first = c.connect(&s).unwrap().attach(24, 80, false).unwrap();
+    let first = c
+        .connect(&s)
+        .unwrap()
+        .attach(24, 80, latch_client::AttachMode::ReadWrite)
+        .unwrap();
     assert!(String::from_utf8_lossy(&first.screen).contains("before-detach"));
     let mut w = first.writer;
     w.detach().unwrap();
@@ -106,7 +118,11 @@ fn reattach_replays_the_screen_before_live_output() {
         }
     }
     // Re-attach: the earlier screen comes first, then live output.
-    let mut again = c.connect(&s).unwrap().attach(24, 80, false).unwrap();
+    let mut again = c
+        .connect(&s)
+        .unwrap()
+        .attach(24, 80, latch_client::AttachMode::ReadWrite)
+        .unwrap();
     assert!(String::from_utf8_lossy(&again.screen).contains("before-detach"));
     again.writer.input(b"after-reattach\r").unwrap();
     read_until(&mut again.reader, |o| o.contains("after-reattach"));
@@ -118,7 +134,11 @@ fn read_only_client_cannot_write_or_resize() {
     let inc = reg.new_session("ro", &["cat"]);
     let c = client(&reg);
     let s = sref("ro", &inc);
-    let mut ro = c.connect(&s).unwrap().attach(30, 100, true).unwrap();
+    let mut ro = c
+        .connect(&s)
+        .unwrap()
+        .attach(30, 100, latch_client::AttachMode::ReadOnly)
+        .unwrap();
     ro.writer
         .send_frame(&latch_wire::ClientFrame::Input(bytes::Bytes::from_static(
             b"nope\r",
@@ -144,7 +164,8 @@ fn read_only_client_cannot_write_or_resize() {
         (24, 80),
         "read-only client changed the size"
     );
-    let screen = String::from_utf8_lossy(&b.peek(true, false).unwrap()).into_owned();
+    let screen =
+        String::from_utf8_lossy(&b.peek(latch_client::PeekOptions::plain()).unwrap()).into_owned();
     assert!(
         !screen.contains("nope"),
         "read-only input reached the program: {screen:?}"
@@ -184,7 +205,9 @@ fn replacement_race_never_reaches_the_successor() {
     let b = sref("job", &inc_b);
     let mut probe = c.connect(&b).unwrap();
     let before = probe.status().unwrap();
-    let screen_before = probe.peek(false, true).unwrap();
+    let screen_before = probe
+        .peek(latch_client::PeekOptions::ansi().with_scope(latch_client::PeekScope::Scrollback))
+        .unwrap();
 
     // A's held connection: its daemon is gone, so it can only fail; it can never
     // report B's identity.
@@ -239,7 +262,9 @@ fn replacement_race_never_reaches_the_successor() {
         (before.rows, before.cols),
         "B was resized"
     );
-    let screen_after = check.peek(false, true).unwrap();
+    let screen_after = check
+        .peek(latch_client::PeekOptions::ansi().with_scope(latch_client::PeekScope::Scrollback))
+        .unwrap();
     assert_eq!(screen_before, screen_after, "B's screen changed");
     assert!(!String::from_utf8_lossy(&screen_after).contains("INJECTED"));
     assert_eq!(after.writers, 0, "an attach expecting A reached B");
@@ -371,7 +396,11 @@ fn effects_before_hello_or_bind_are_refused_and_change_nothing() {
     let mut b = c.connect(&s).unwrap();
     let st = b.status().unwrap();
     assert_eq!((st.rows, st.cols), (24, 80));
-    let screen = String::from_utf8_lossy(&b.peek(true, true).unwrap()).into_owned();
+    let screen = String::from_utf8_lossy(
+        &b.peek(latch_client::PeekOptions::plain().with_scope(latch_client::PeekScope::Scrollback))
+            .unwrap(),
+    )
+    .into_owned();
     assert!(
         !screen.contains("X1") && !screen.contains("X2"),
         "{screen:?}"

@@ -69,7 +69,7 @@ fn sigkilled_daemon_is_vanished_then_collected_and_the_id_reusable() {
     let (_, child) = crash(&reg, "crashy", false);
 
     // A bound connection's client gets a clear error.
-    let err = held.peek(true, false).unwrap_err();
+    let err = held.peek(latch_client::PeekOptions::plain()).unwrap_err();
     assert!(
         matches!(
             err.unreachable_cause(),
@@ -332,7 +332,7 @@ fn exec_updates_the_command_and_fails_closed_when_replaced() {
         .unwrap()
         .bind(&a)
         .unwrap()
-        .attach(0, 0, true)
+        .attach(0, 0, latch_client::AttachMode::ReadOnly)
         .unwrap();
     let mut screen = String::from_utf8_lossy(&watch.screen).into_owned();
     watch

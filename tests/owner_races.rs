@@ -81,7 +81,7 @@ fn owner_preconditions_never_reach_a_replacement_owned_by_another_project() {
                 // A's session goes (by whichever of us gets there), then B's comes.
                 for _ in 0..10 {
                     let _ = ca.kill(&a, libc::SIGKILL, Some(Duration::from_secs(5)));
-                    match ca.remove(&a, false) {
+                    match ca.remove(&a, latch_client::RemoveMode::ExitedOnly) {
                         Ok(()) | Err(ClientError::Replaced { .. }) => break,
                         Err(_) => continue,
                     }
@@ -209,7 +209,9 @@ fn owner_preconditions_never_reach_a_replacement_owned_by_another_project() {
         client_b
             .kill(&b, libc::SIGKILL, Some(Duration::from_secs(5)))
             .unwrap();
-        client_b.remove(&b, false).unwrap();
+        client_b
+            .remove(&b, latch_client::RemoveMode::ExitedOnly)
+            .unwrap();
     }
     println!(
         "owner races: {rounds} rounds, {reached_a} actions reached A's sessions, {refused} refused, {reached_b} reached B's"

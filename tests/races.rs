@@ -54,7 +54,9 @@ fn operations_aimed_at_a_never_touch_its_replacement() {
                 client
                     .kill(&a, libc::SIGKILL, Some(Duration::from_secs(5)))
                     .expect("kill A");
-                client.remove(&a, false).expect("rm A");
+                client
+                    .remove(&a, latch_client::RemoveMode::ExitedOnly)
+                    .expect("rm A");
                 new_cat(&client, &a.id)
             })
         };
@@ -121,7 +123,9 @@ fn operations_aimed_at_a_never_touch_its_replacement() {
         client
             .kill(&b, libc::SIGKILL, Some(Duration::from_secs(5)))
             .unwrap();
-        client.remove(&b, false).unwrap();
+        client
+            .remove(&b, latch_client::RemoveMode::ExitedOnly)
+            .unwrap();
     }
     println!(
         "races: {rounds} rounds, {hit_a} operations reached A, {refused} refused, 0 reached B"

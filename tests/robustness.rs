@@ -135,7 +135,11 @@ fn a_client_that_falls_behind_is_resynchronised_not_cut_off() {
     );
     let c = client(&reg);
     let s = sref("flood", &inc);
-    let mut attached = c.connect(&s).unwrap().attach(24, 80, false).unwrap();
+    let mut attached = c
+        .connect(&s)
+        .unwrap()
+        .attach(24, 80, latch_client::AttachMode::ReadWrite)
+        .unwrap();
     attached.writer.input(b"go\n").unwrap();
     // Read nothing until the whole flood has been written by the program.
     reg.wait_for("flood", "FLOOD-DONE");
@@ -269,7 +273,7 @@ fn ping_floods_and_stopped_readers_cost_a_bounded_amount() {
     let stalled = c
         .connect(&sref("pf", &inc))
         .unwrap()
-        .attach(24, 80, true)
+        .attach(24, 80, latch_client::AttachMode::ReadOnly)
         .unwrap();
     reg.run(&["send", "pf", "go\n"]).ok();
     reg.wait_for("pf", "DONE");
@@ -312,7 +316,7 @@ fn a_client_that_reads_nothing_is_cut_off_after_the_stall_timeout() {
     let mut attached = c
         .connect(&sref("st", &inc))
         .unwrap()
-        .attach(24, 80, false)
+        .attach(24, 80, latch_client::AttachMode::ReadWrite)
         .unwrap();
     attached.writer.input(b"go\n").unwrap();
     reg.wait_for("st", "DONE");
@@ -346,7 +350,7 @@ fn unread_input_never_blocks_control() {
     let attached = c
         .connect(&sref("deaf", &inc))
         .unwrap()
-        .attach(24, 80, false)
+        .attach(24, 80, latch_client::AttachMode::ReadWrite)
         .unwrap();
     let mut writer = attached.writer;
     let typist = std::thread::spawn(move || {
@@ -396,11 +400,11 @@ fn sizes_over_the_limits_are_refused_on_every_path() {
         }) => {}
         other => panic!("{other:?}"),
     }
-    match c
-        .connect(&sref("sz", &inc))
-        .unwrap()
-        .attach(u16::MAX, u16::MAX, false)
-    {
+    match c.connect(&sref("sz", &inc)).unwrap().attach(
+        u16::MAX,
+        u16::MAX,
+        latch_client::AttachMode::ReadWrite,
+    ) {
         Err(ClientError::Daemon {
             code: ErrorCode::InvalidArgument,
             ..

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use latch_registry::{CreateSpec, ReadyMessage, Registry};
-use latch_wire::{Incarnation, Owner, SessionId};
+use latch_wire::{Incarnation, Owner, SessionId, SessionRef};
 use serde::Serialize;
 
 use crate::error::{ClientError, UnreachableCause};
@@ -21,6 +21,7 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// A created session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Created {
     /// The id.
     pub id: SessionId,
@@ -34,6 +35,26 @@ pub struct Created {
     pub created_at_ms: u64,
     /// The owner it was created with (SPEC.md §2.4).
     pub owner: Option<Owner>,
+}
+
+impl Created {
+    /// The creation a record describes (its id, incarnation, pids, time and owner),
+    /// for a receipt written for a session found rather than created.
+    pub fn of_record(record: &latch_registry::Record) -> Self {
+        Self {
+            id: record.id.clone(),
+            incarnation: record.incarnation,
+            daemon_pid: record.daemon.pid,
+            child_pid: record.child.pid,
+            created_at_ms: record.created_at_ms,
+            owner: record.owner.clone(),
+        }
+    }
+
+    /// The creation as a reference to connect, bind and act on.
+    pub fn session(&self) -> SessionRef {
+        SessionRef::new(self.id.clone(), self.incarnation)
+    }
 }
 
 pub(crate) fn spawn_daemon(

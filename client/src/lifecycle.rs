@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::create::Created;
 use crate::error::ClientError;
+use crate::options::RemoveMode;
 use crate::session::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus};
 
 /// Options for [`Client::gc`].
@@ -49,6 +50,7 @@ fn tty_idle(record: &Record) -> Option<Duration> {
 /// What gc did, or why it did nothing, for one session.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct GcReport {
     /// The id (or file stem for a degraded record).
     pub id: String,
@@ -63,6 +65,24 @@ pub struct GcReport {
     /// Why it was skipped: `busy`, `changed-since-observed`, `unverifiable`,
     /// `signal-failed`, `shutdown-timed-out`, `kept-by-tag`, `running`, `degraded`.
     pub reason: Option<String>,
+}
+
+impl GcReport {
+    /// A report that `observed` session `id` got `action` (no reason, no
+    /// incarnation): what gc builds before it knows more.
+    pub fn new(
+        id: impl Into<String>,
+        observed: impl Into<String>,
+        action: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            incarnation: None,
+            observed: observed.into(),
+            action: action.into(),
+            reason: None,
+        }
+    }
 }
 
 /// The tag that makes gc keep an exited session.
@@ -289,7 +309,7 @@ impl Client {
                     Some(opts.grace.max(Duration::from_secs(1))),
                 ) {
                     Ok(KillOutcome::Killed | KillOutcome::AlreadyExited) => {
-                        match self.remove(&target, false) {
+                        match self.remove(&target, RemoveMode::ExitedOnly) {
                             Ok(()) => {
                                 report.action = "stopped-and-removed".into();
                                 report.reason = Some(why);
@@ -478,7 +498,7 @@ impl Client {
                 Err(e) => return Err(e),
             }
         }
-        self.remove(session, false)?;
+        self.remove(session, RemoveMode::ExitedOnly)?;
         self.create(NewSession {
             id: Some(session.id.clone()),
             name: record.display_name.clone(),

@@ -138,6 +138,7 @@ impl MetaPatch {
 
 /// The result of a patch.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Patched {
     /// The keys that changed (`displayName`, `tags.K`); empty for a no-op.
     pub changed: Vec<String>,

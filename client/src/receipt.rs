@@ -17,6 +17,7 @@ pub const RECEIPT_VERSION: u32 = 1;
 /// The receipt file's contents.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Receipt {
     /// Format version.
     pub version: u32,

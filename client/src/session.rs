@@ -14,10 +14,12 @@ use crate::conn::{Bound, Connection, DEFAULT_TIMEOUT};
 use crate::create::{spawn_daemon, Created};
 use crate::error::{ClientError, Mismatch, UnreachableCause};
 use crate::names::validate_display_name;
+use crate::options::RemoveMode;
 
 /// A session's derived status (never stored).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum SessionStatus {
     /// The daemon is proven alive (pidfd + start time + boot id).
     Running,
@@ -113,6 +115,7 @@ pub enum Entry {
 
 /// A resolved reference: exactly one creation and its record as read.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Target {
     /// The creation.
     pub session: SessionRef,
@@ -445,6 +448,10 @@ impl Client {
     }
 
     fn resolve_unchecked(&self, reference: &str) -> Result<Target, ClientError> {
+        // No id and no display name is empty (SPEC.md §2.1, §9.8).
+        if reference.is_empty() {
+            return Err(ClientError::Usage("empty session reference".into()));
+        }
         if reference.contains('@') {
             let pinned: SessionRef = reference
                 .parse()
@@ -557,10 +564,19 @@ impl Client {
         let mut conn = self.open_to(session)?;
         if self.required_owner.is_some() {
             let st = conn.status()?;
-            Self::check_status_is(session, &st)?;
-            self.check_owner_of(&session.id, st.owner.as_ref())?;
+            self.check_daemon_is(session, &st)?;
         }
         conn.bind(session)
+    }
+
+    /// The daemon's STATUS names `session` and the required owner (if any).
+    pub(crate) fn check_daemon_is(
+        &self,
+        session: &SessionRef,
+        st: &latch_wire::StatusReply,
+    ) -> Result<(), ClientError> {
+        Self::check_status_is(session, st)?;
+        self.check_owner_of(&session.id, st.owner.as_ref())
     }
 
     fn check_status_is(
@@ -582,7 +598,14 @@ impl Client {
     /// the record: an unreachable daemon of an exited, vanished or replaced session
     /// says so.
     fn open_to(&self, session: &SessionRef) -> Result<Connection, ClientError> {
-        self.connect_unbound(&session.id).map_err(|e| match e {
+        self.connect_unbound(&session.id)
+            .map_err(|e| self.explain_open_error(session, e))
+    }
+
+    /// Explains a failure to open a connection to `session`'s daemon through the
+    /// record.
+    pub(crate) fn explain_open_error(&self, session: &SessionRef, e: ClientError) -> ClientError {
+        match e {
             ClientError::Unreachable { cause, detail } => {
                 self.explain_unreachable(session, cause, detail)
             }
@@ -599,7 +622,7 @@ impl Client {
                 _ => self.explain_unreachable(session, UnreachableCause::Closed, detail),
             },
             other => other,
-        })
+        }
     }
 
     fn explain_unreachable(
@@ -637,8 +660,7 @@ impl Client {
     pub fn status_of(&self, session: &SessionRef) -> Result<latch_wire::StatusReply, ClientError> {
         let mut conn = self.open_to(session)?;
         let st = conn.status()?;
-        Self::check_status_is(session, &st)?;
-        self.check_owner_of(&session.id, st.owner.as_ref())?;
+        self.check_daemon_is(session, &st)?;
         Ok(st)
     }
 
@@ -834,11 +856,11 @@ impl Client {
 
     /// Removes an exited or vanished session's files, under its lock, only if the
     /// record still holds `session`'s incarnation. A running session is refused
-    /// unless `force`, which kills it through a bound connection first.
-    pub fn remove(&self, session: &SessionRef, force: bool) -> Result<(), ClientError> {
+    /// unless [`RemoveMode::Force`], which kills it through a bound connection first.
+    pub fn remove(&self, session: &SessionRef, mode: RemoveMode) -> Result<(), ClientError> {
         let record = self.read_expecting(session)?;
         if derive_status(&record) == SessionStatus::Running {
-            if !force {
+            if mode != RemoveMode::Force {
                 return Err(ClientError::Refused(format!(
                     "session {} is running; kill it first or use rm --force",
                     session.id

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use latch_client::{exit, Client, ClientError, KillOutcome};
+use latch_client::{exit, Client, ClientError, KillOutcome, RemoveMode};
 
 use super::{open, open_target, parse_owner, usage};
 use crate::cli::TargetArgs;
@@ -50,7 +50,14 @@ pub(crate) fn rm(
     json: bool,
 ) -> Result<i32, ClientError> {
     let (client, target) = open_target(root, target)?;
-    client.remove(&target.session, force)?;
+    client.remove(
+        &target.session,
+        if force {
+            RemoveMode::Force
+        } else {
+            RemoveMode::ExitedOnly
+        },
+    )?;
     if json {
         shapes::print(&ActionJson {
             id: target.session.id.to_string(),

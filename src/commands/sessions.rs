@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::path::Path;
 
 use latch_client::{
-    exit, AttachEvent, Client, ClientError, Entry, NewSession, SessionStatus, Target,
-    UnreachableCause,
+    exit, AttachEvent, AttachMode, Client, ClientError, Entry, NewSession, PeekFormat, PeekOptions,
+    PeekScope, SessionStatus, Target, UnreachableCause,
 };
 use latch_wire::{LegacyPolicy, SessionId, SessionRef};
 
@@ -199,14 +199,7 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
         },
     };
     if let Some(path) = &receipt {
-        let created = latch_client::Created {
-            id: target.session.id.clone(),
-            incarnation: target.session.incarnation,
-            daemon_pid: target.record.daemon.pid,
-            child_pid: target.record.child.pid,
-            created_at_ms: target.record.created_at_ms,
-            owner: target.record.owner.clone(),
-        };
+        let created = latch_client::Created::of_record(&target.record);
         client.write_receipt(path, &created)?;
     }
     if args.detached {
@@ -432,56 +425,42 @@ fn peek_target(
     wait: Option<&str>,
     timeout: Duration,
 ) -> Result<i32, ClientError> {
-    let mut bound = match client.connect(&target.session) {
-        Ok(b) => b,
-        Err(e) => return peek_exited(client, target, plain, full, wait, e),
-    };
+    let opts = peek_options(plain, full);
     let Some(text) = wait else {
-        print_screen(&bound.peek(plain, full)?)?;
+        let mut bound = match client.connect(&target.session) {
+            Ok(b) => b,
+            Err(e) => return peek_exited(client, target, plain, full, wait, e),
+        };
+        print_screen(&bound.peek(opts)?)?;
         return Ok(exit::OK);
     };
-    // Event-driven wait: a read-only attachment wakes us on every output; each
-    // wake re-reads the screen through the bound connection.
-    let watcher = client.connect(&target.session)?.attach(0, 0, true)?;
-    let mut reader = watcher.reader;
-    let deadline = Instant::now() + timeout;
-    loop {
-        let screen = bound.peek(true, full)?;
-        if String::from_utf8_lossy(&screen).contains(text) {
-            let out = if plain {
-                screen
-            } else {
-                bound.peek(false, full)?
-            };
-            print_screen(&out)?;
-            return Ok(exit::OK);
+    // Event-driven (Client::wait_for_text): a read-only attachment wakes the wait
+    // on every output. A session that ends first may still have shown the text.
+    match client.wait_for_text(&target.session, text, opts, timeout) {
+        Ok(screen) => {
+            print_screen(&screen)?;
+            Ok(exit::OK)
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ClientError::TimedOut(format!(
-                "{text:?} did not appear within {:.1} s",
-                timeout.as_secs_f64()
-            )));
+        Err(e @ ClientError::Unreachable { .. }) => {
+            peek_exited(client, target, plain, full, wait, e)
         }
-        reader.set_timeout(Some(left))?;
-        match reader.next_event() {
-            Ok(AttachEvent::Output(_) | AttachEvent::Screen(_) | AttachEvent::Geometry { .. }) => {}
-            Ok(AttachEvent::Exit(_) | AttachEvent::Closed | AttachEvent::Detached) => {
-                return Err(ClientError::unreachable(
-                    UnreachableCause::Exited,
-                    format!("session ended before {text:?} appeared"),
-                ))
-            }
-            Ok(AttachEvent::Error { code, detail }) => {
-                return Err(ClientError::Daemon { code, detail })
-            }
-            Err(ClientError::Unreachable {
-                cause: UnreachableCause::TimedOut,
-                ..
-            }) => {}
-            Err(e) => return Err(e),
-        }
+        Err(e) => Err(e),
     }
+}
+
+/// The library's options for `--plain` and `--full`.
+fn peek_options(plain: bool, full: bool) -> PeekOptions {
+    PeekOptions::plain()
+        .with_format(if plain {
+            PeekFormat::Plain
+        } else {
+            PeekFormat::Ansi
+        })
+        .with_scope(if full {
+            PeekScope::Scrollback
+        } else {
+            PeekScope::Screen
+        })
 }
 
 fn peek_exited(
@@ -543,7 +522,7 @@ pub(crate) fn peek_follow(
     let id = &target.session.id;
     let attached = match client
         .connect(&target.session)
-        .and_then(|b| b.attach(0, 0, true))
+        .and_then(|b| b.attach(0, 0, AttachMode::ReadOnly))
     {
         Ok(a) => a,
         Err(e) => {
@@ -597,6 +576,7 @@ pub(crate) fn peek_follow(
             AttachEvent::Error { code, detail } => {
                 return Err(ClientError::Daemon { code, detail })
             }
+            _ => {}
         }
     }
 }

@@ -118,7 +118,7 @@ fn write_until_refused(s: &UnixStream, unit: &[u8], budget: usize) -> usize {
 // ---------------------------------------------------------------------------
 
 /// A flood the client does not read while it happens: the client falls far behind
-/// (50 MB against an 8 MiB bound). When it reads again it gets a fresh screen (a
+/// (20 MB against an 8 MiB bound). When it reads again it gets a fresh screen (a
 /// resynchronisation) instead of `too-slow`, then live output on the same
 /// connection.
 #[test]
@@ -129,7 +129,7 @@ fn a_client_that_falls_behind_is_resynchronised_not_cut_off() {
         &[
             "sh",
             "-c",
-            "read go; head -c 50000000 /dev/zero | tr '\\0' x | fold -w 70; \
+            "read go; head -c 20000000 /dev/zero | tr '\\0' x | fold -w 70; \
              echo FLOOD-DONE; read again; echo AFTER-$again; sleep 600",
         ],
     );
@@ -142,7 +142,7 @@ fn a_client_that_falls_behind_is_resynchronised_not_cut_off() {
         .unwrap();
     attached.writer.input(b"go\n").unwrap();
     // Read nothing until the whole flood has been written by the program.
-    reg.wait_for("flood", "FLOOD-DONE");
+    reg.wait_for_within("flood", "FLOOD-DONE", 180);
     let mut reader = attached.reader;
     reader.set_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut screens = 0;
@@ -167,7 +167,7 @@ fn a_client_that_falls_behind_is_resynchronised_not_cut_off() {
     }
     assert!(screens >= 1, "no resynchronisation");
     assert!(
-        output_bytes < 50_000_000,
+        output_bytes < 20_000_000,
         "everything was relayed ({output_bytes} bytes): the client never fell behind"
     );
     // The same connection is live: input reaches the program, output comes back.
@@ -185,7 +185,7 @@ fn a_client_that_falls_behind_is_resynchronised_not_cut_off() {
 }
 
 /// The reproduction from the field: `latch attach` on a real terminal (`script`)
-/// while the program prints 70 MB of 70-byte lines. The client must never be cut
+/// while the program prints 28 MB of 70-byte lines (bench/robustness.py runs the full 70 MB). The client must never be cut
 /// off; it sees the program's end and exits 0.
 #[test]
 fn attach_on_a_real_terminal_survives_a_burst() {
@@ -200,7 +200,7 @@ fn attach_on_a_real_terminal_survives_a_burst() {
         "sh",
         "-c",
         "read go; yes 0123456789012345678901234567890123456789012345678901234567890123456789 \
-         | head -n 1000000; echo BURST-DONE",
+         | head -n 400000; echo BURST-DONE",
     ]);
     assert_eq!(r.code, 0, "{r:?}");
     let typescript = reg.root.parent().unwrap().join("typescript");
@@ -276,7 +276,7 @@ fn ping_floods_and_stopped_readers_cost_a_bounded_amount() {
         .attach(24, 80, latch_client::AttachMode::ReadOnly)
         .unwrap();
     reg.run(&["send", "pf", "go\n"]).ok();
-    reg.wait_for("pf", "DONE");
+    reg.wait_for_within("pf", "DONE", 180);
     let peak = pss(daemon);
     eprintln!(
         "daemon PSS with 8 PING floods and one stalled reader after 30 MB: {:.1} MB",
@@ -319,7 +319,7 @@ fn a_client_that_reads_nothing_is_cut_off_after_the_stall_timeout() {
         .attach(24, 80, latch_client::AttachMode::ReadWrite)
         .unwrap();
     attached.writer.input(b"go\n").unwrap();
-    reg.wait_for("st", "DONE");
+    reg.wait_for_within("st", "DONE", 180);
     // Now read: whatever was buffered, then the daemon's close.
     let mut reader = attached.reader;
     reader.set_timeout(Some(Duration::from_secs(30))).unwrap();

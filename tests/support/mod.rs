@@ -111,7 +111,15 @@ impl Reg {
     /// Waits (event-driven, via `peek --wait`) until the screen shows `text`.
     #[track_caller]
     pub fn wait_for(&self, reference: &str, text: &str) -> String {
-        let r = self.run(&["peek", reference, "--wait", text, "--timeout", "10"]);
+        self.wait_for_within(reference, text, 10)
+    }
+
+    /// [`Reg::wait_for`] with a longer bound, for waits behind a flood of output
+    /// (a loaded machine may take long; the wait ends at the event, not the bound).
+    #[track_caller]
+    pub fn wait_for_within(&self, reference: &str, text: &str, secs: u32) -> String {
+        let secs = secs.to_string();
+        let r = self.run(&["peek", reference, "--wait", text, "--timeout", &secs]);
         assert_eq!(r.code, 0, "waiting for {text:?}: {r:?}");
         r.stdout
     }

@@ -6,6 +6,7 @@
 
 mod support;
 
+use latch_wire::{AttachRequest, PeekRequest, Size};
 use std::time::Duration;
 
 use latch_client::{AttachEvent, Client};
@@ -236,17 +237,17 @@ fn replacement_race_never_reaches_the_successor() {
                 id: a.id.clone(),
                 incarnation: a.incarnation,
             },
-            latch_wire::ClientFrame::Attach {
+            latch_wire::ClientFrame::Attach(AttachRequest {
                 rows: 5,
                 cols: 5,
                 read_only: false,
-            },
+            }),
             latch_wire::ClientFrame::Input(bytes::Bytes::from_static(b"INJECTED\r")),
-            latch_wire::ClientFrame::Resize { rows: 7, cols: 7 },
-            latch_wire::ClientFrame::Peek {
+            latch_wire::ClientFrame::Resize(Size { rows: 7, cols: 7 }),
+            latch_wire::ClientFrame::Peek(PeekRequest {
                 plain: true,
                 full: false,
-            },
+            }),
         ];
         for f in &frames {
             codec.encode_client(f, &mut out).unwrap();
@@ -316,16 +317,16 @@ fn effects_before_hello_or_bind_are_refused_and_change_nothing() {
     let got = roundtrip(&[
         hello.clone(),
         ClientFrame::Input(bytes::Bytes::from_static(b"X2\r")),
-        ClientFrame::Resize { rows: 9, cols: 9 },
-        ClientFrame::Peek {
+        ClientFrame::Resize(Size { rows: 9, cols: 9 }),
+        ClientFrame::Peek(PeekRequest {
             plain: true,
             full: false,
-        },
-        ClientFrame::Attach {
+        }),
+        ClientFrame::Attach(AttachRequest {
             rows: 9,
             cols: 9,
             read_only: false,
-        },
+        }),
         ClientFrame::Signal { signal: 9 },
         ClientFrame::Status,
     ]);

@@ -1,6 +1,7 @@
 //! Connections to a session daemon (SPEC.md §5): connect, check the daemon's
 //! uid, HELLO, BIND, then requests. Blocking IO with timeouts; no runtime.
 
+use latch_wire::Size;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -12,7 +13,7 @@ use latch_wire::{ClientFrame, ErrorCode, ExitStatus, ServerFrame, SessionRef, St
 
 use crate::error::ClientError;
 use crate::options::{AttachMode, PeekOptions};
-use crate::proto::{self, Inbox, Op, Outbox, Step};
+use crate::proto::{self, Attachment, Inbox, Op, Outbox, Step};
 
 /// Time allowed for connect + HELLO + BIND, and for each request's answer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -183,7 +184,7 @@ impl Bound {
     /// Sets the PTY size.
     pub fn resize(&mut self, rows: u16, cols: u16) -> Result<(), ClientError> {
         self.conn
-            .run(proto::confirmed(ClientFrame::Resize { rows, cols }))
+            .run(proto::confirmed(ClientFrame::Resize(Size { rows, cols })))
     }
 
     /// Sends a signal to the program.
@@ -226,35 +227,20 @@ impl Bound {
     ) -> Result<Attached, ClientError> {
         let preface = self.conn.run(proto::attach(rows, cols, mode))?;
         self.conn.reader.set_timeout(None)?;
-        Ok(Attached {
-            rows: preface.rows,
-            cols: preface.cols,
-            screen: preface.screen,
-            reader: AttachReader {
+        Ok(Attachment::new(
+            preface,
+            AttachReader {
                 reader: self.conn.reader,
             },
-            writer: AttachWriter {
+            AttachWriter {
                 writer: self.conn.writer,
             },
-        })
+        ))
     }
 }
 
 /// An attached session: the replayed screen and the live stream's halves.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Attached {
-    /// PTY rows at attach time.
-    pub rows: u16,
-    /// PTY columns at attach time.
-    pub cols: u16,
-    /// The screen cut at attach time (ANSI, repaints a terminal).
-    pub screen: Bytes,
-    /// Reads the live stream.
-    pub reader: AttachReader,
-    /// Sends input, resizes and detach.
-    pub writer: AttachWriter,
-}
+pub type Attached = Attachment<AttachReader, AttachWriter>;
 
 /// What arrives on an attached connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -328,7 +314,8 @@ impl AttachWriter {
 
     /// Reports this client's terminal size.
     pub fn resize(&mut self, rows: u16, cols: u16) -> Result<(), ClientError> {
-        self.writer.write_frame(&ClientFrame::Resize { rows, cols })
+        self.writer
+            .write_frame(&ClientFrame::Resize(Size { rows, cols }))
     }
 
     /// Asks to detach; the reader then sees [`AttachEvent::Detached`].

@@ -13,8 +13,8 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use serde_json::Value;
 
+use crate::client::Client;
 use crate::error::{ClientError, UnreachableCause};
-use crate::session::Client;
 
 /// Which events to read.
 #[derive(Debug, Clone, PartialEq, Eq)]

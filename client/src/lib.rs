@@ -338,6 +338,7 @@
 
 #![deny(missing_docs)]
 
+pub mod client;
 pub mod conn;
 pub mod create;
 pub mod error;
@@ -350,9 +351,9 @@ pub mod nonblocking;
 pub mod options;
 mod proto;
 pub mod receipt;
-pub mod session;
 mod wait;
 
+pub use client::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus, Target};
 pub use conn::{AttachEvent, AttachReader, AttachWriter, Attached, Bound, Connection};
 pub use create::Created;
 pub use error::{exit, ClientError, Mismatch, UnreachableCause};
@@ -361,8 +362,8 @@ pub use lifecycle::{GcOptions, GcReport};
 pub use meta::{MetaPatch, Patched};
 pub use names::{validate_display_name, NameError};
 pub use options::{AttachMode, PeekFormat, PeekOptions, PeekScope, RemoveMode};
+pub use proto::Attachment;
 pub use receipt::{Receipt, Verdict};
-pub use session::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus, Target};
 
 // The identity and wire types the API takes and returns, so a tool needs no other
 // latch crate.

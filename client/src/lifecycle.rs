@@ -16,10 +16,10 @@ use latch_registry::{Record, RegistryError, DEFAULT_LOCK_WAIT};
 use latch_wire::{Incarnation, SessionId, SessionRef};
 use serde::Serialize;
 
+use crate::client::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus};
 use crate::create::Created;
 use crate::error::ClientError;
 use crate::options::RemoveMode;
-use crate::session::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus};
 
 /// Options for [`Client::gc`].
 #[derive(Debug, Clone, Default)]

@@ -8,9 +8,9 @@ use latch_wire::{Incarnation, SessionId};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::client::Client;
 use crate::error::ClientError;
 use crate::names::validate_display_name;
-use crate::session::Client;
 
 /// Longest tag key, in bytes.
 pub const TAG_KEY_MAX: usize = 128;

@@ -40,6 +40,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use latch_wire::Size;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -50,11 +51,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
+use crate::client::Client;
 use crate::conn::{AttachEvent, DEFAULT_TIMEOUT};
 use crate::error::ClientError;
 use crate::options::{AttachMode, PeekFormat, PeekOptions};
-use crate::proto::{self, Inbox, Op, Outbox, Step};
-use crate::session::Client;
+use crate::proto::{self, Attachment, Inbox, Op, Outbox, Step};
 
 /// The reading end of an async connection.
 #[derive(Debug)]
@@ -250,7 +251,7 @@ impl Bound {
     /// Sets the PTY size.
     pub async fn resize(&mut self, rows: u16, cols: u16) -> Result<(), ClientError> {
         self.conn
-            .run(proto::confirmed(ClientFrame::Resize { rows, cols }))
+            .run(proto::confirmed(ClientFrame::Resize(Size { rows, cols })))
             .await
     }
 
@@ -292,35 +293,20 @@ impl Bound {
         mode: AttachMode,
     ) -> Result<Attached, ClientError> {
         let preface = self.conn.run(proto::attach(rows, cols, mode)).await?;
-        Ok(Attached {
-            rows: preface.rows,
-            cols: preface.cols,
-            screen: preface.screen,
-            reader: AttachReader {
+        Ok(Attachment::new(
+            preface,
+            AttachReader {
                 reader: self.conn.reader,
             },
-            writer: AttachWriter {
+            AttachWriter {
                 writer: self.conn.writer,
             },
-        })
+        ))
     }
 }
 
 /// An attached session: the replayed screen and the live stream's halves.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Attached {
-    /// PTY rows at attach time.
-    pub rows: u16,
-    /// PTY columns at attach time.
-    pub cols: u16,
-    /// The screen cut at attach time (ANSI, repaints a terminal).
-    pub screen: Bytes,
-    /// Reads the live stream.
-    pub reader: AttachReader,
-    /// Sends input, resizes and detach.
-    pub writer: AttachWriter,
-}
+pub type Attached = Attachment<AttachReader, AttachWriter>;
 
 /// The reading half of an async attachment.
 #[derive(Debug)]
@@ -359,7 +345,7 @@ impl AttachWriter {
     /// Reports this client's terminal size.
     pub async fn resize(&mut self, rows: u16, cols: u16) -> Result<(), ClientError> {
         self.writer
-            .write_frame(&ClientFrame::Resize { rows, cols })
+            .write_frame(&ClientFrame::Resize(Size { rows, cols }))
             .await
     }
 

@@ -6,6 +6,7 @@
 //! send and a step function fed every frame that arrives), so both drive exactly
 //! the same rules.
 
+use latch_wire::{AttachRequest, PeekRequest};
 use std::io;
 use std::path::Path;
 
@@ -331,7 +332,7 @@ pub(crate) fn status() -> Op<StatusReply> {
 pub(crate) fn peek(opts: PeekOptions) -> Op<Bytes> {
     let (plain, full) = opts.flags();
     Op {
-        send: vec![ClientFrame::Peek { plain, full }],
+        send: vec![ClientFrame::Peek(PeekRequest { plain, full })],
         step: Box::new(|f| {
             Step::Done(reply(f).and_then(|f| match f {
                 ServerFrame::Screen(b) => Ok(b),
@@ -375,15 +376,44 @@ pub(crate) struct Preface {
     pub(crate) screen: Bytes,
 }
 
+/// An attached session, blocking ([`crate::Attached`]) or async
+/// (`nonblocking::Attached`): the replayed screen and the live stream's halves.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Attachment<R, W> {
+    /// PTY rows at attach time.
+    pub rows: u16,
+    /// PTY columns at attach time.
+    pub cols: u16,
+    /// The screen cut at attach time (ANSI, repaints a terminal).
+    pub screen: Bytes,
+    /// Reads the live stream.
+    pub reader: R,
+    /// Sends input, resizes and detach.
+    pub writer: W,
+}
+
+impl<R, W> Attachment<R, W> {
+    pub(crate) fn new(preface: Preface, reader: R, writer: W) -> Self {
+        Self {
+            rows: preface.rows,
+            cols: preface.cols,
+            screen: preface.screen,
+            reader,
+            writer,
+        }
+    }
+}
+
 /// ATTACH: GEOMETRY, then SCREEN.
 pub(crate) fn attach(rows: u16, cols: u16, mode: AttachMode) -> Op<Preface> {
     let mut size = None;
     Op {
-        send: vec![ClientFrame::Attach {
+        send: vec![ClientFrame::Attach(AttachRequest {
             rows,
             cols,
             read_only: mode.read_only(),
-        }],
+        })],
         step: Box::new(move |f| match (reply(f), size) {
             (Ok(ServerFrame::Geometry { rows, cols }), None) => {
                 size = Some((rows, cols));

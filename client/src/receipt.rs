@@ -7,9 +7,9 @@ use latch_registry::RegistryError;
 use latch_wire::{Incarnation, Owner, SessionId, SessionRef};
 use serde::{Deserialize, Serialize};
 
+use crate::client::{derive_status, Client, SessionStatus};
 use crate::create::Created;
 use crate::error::{ClientError, UnreachableCause};
-use crate::session::{derive_status, Client, SessionStatus};
 
 /// Receipt format version.
 pub const RECEIPT_VERSION: u32 = 1;

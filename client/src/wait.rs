@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use latch_wire::SessionRef;
 
+use crate::client::Client;
 use crate::error::{ClientError, UnreachableCause};
 use crate::options::{AttachMode, PeekFormat, PeekOptions};
 use crate::proto;
-use crate::session::Client;
 
 impl Client {
     /// Waits until `session`'s screen (plain text, over `opts.scope`) shows `text`,

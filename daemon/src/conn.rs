@@ -13,11 +13,12 @@
 //!         an attached writer that sent INPUT, while the program's input is full
 //! writer: queue -> encode -> socket; resynchronises a client that fell behind
 //!         once it has read what was queued; cuts off a client that read nothing for
-//!         CLIENT_STALL_MS (see `fanout` for the bounds)
+//!         CLIENT_STALL_MS (see `outbound` for the bounds)
 //! ```
 //!
 //! Peer input never panics the daemon: every failure ends this connection only.
 
+use latch_wire::{AttachRequest, PeekRequest, Size};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -35,10 +36,10 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::time::{timeout, timeout_at, Instant};
 use tokio_util::codec::FramedRead;
 
-use crate::fanout::{
-    stall_timeout, Client, Phase, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
-};
 use crate::logging::{legacy_seen, LegacySeen};
+use crate::outbound::{
+    stall_timeout, Peer, Phase, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
+};
 use crate::session::{Screen, Session};
 
 /// Accepts connections until the task is aborted.
@@ -98,7 +99,7 @@ fn refuse_too_many(stream: &UnixStream) {
 }
 
 /// Serves one accepted connection to its end.
-async fn serve(session: Rc<Session>, client: Rc<Client>, stream: UnixStream) {
+async fn serve(session: Rc<Session>, client: Rc<Peer>, stream: UnixStream) {
     let (rd, wr) = stream.into_split();
     tokio::join!(
         read_loop(&session, &client, rd),
@@ -116,7 +117,7 @@ enum Next {
 
 async fn next_frame(
     framed: &mut FramedRead<OwnedReadHalf, ServerCodec>,
-    client: &Client,
+    client: &Peer,
     deadline: Option<Instant>,
 ) -> Next {
     let read = async {
@@ -134,7 +135,7 @@ async fn next_frame(
     }
 }
 
-async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf) {
+async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) {
     let mut framed = FramedRead::new(rd, ServerCodec::default());
     let mut conn = ServerConn::new(session.server_config(), std::time::Instant::now());
     let mut warned_dropped = false;
@@ -228,7 +229,7 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Client>, rd: OwnedReadHalf
 }
 
 /// Waits until the program's input queue has room or the connection closes.
-async fn wait_for_input_room(session: &Session, client: &Client) {
+async fn wait_for_input_room(session: &Session, client: &Peer) {
     while !session.input_has_room() && client.phase() == Phase::Open {
         let room = session.input_room.notified();
         tokio::pin!(room);
@@ -244,7 +245,7 @@ async fn wait_for_input_room(session: &Session, client: &Client) {
 }
 
 /// Carries out one of the state machine's outputs.
-fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out) {
+fn carry_out(session: &Session, client: &Rc<Peer>, conn: &ServerConn, out: Out) {
     match out {
         Out::Send(frame) => {
             client.send(frame);
@@ -259,27 +260,27 @@ fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out
         }
         Out::Effect(effect) => {
             let result = match effect {
-                Effect::Attach {
+                Effect::Attach(AttachRequest {
                     rows,
                     cols,
                     read_only,
-                } => {
+                }) => {
                     session.attach(client, rows, cols, read_only);
                     Ok(())
                 }
                 // A legacy PEEK subscribes read-only, as pty's daemon does (SPEC.md §7).
-                Effect::Peek { plain, full } if conn.is_legacy() => {
+                Effect::Peek(PeekRequest { plain, full }) if conn.is_legacy() => {
                     session.join(client, 0, 0, true, Screen::LegacyPeek { plain, full });
                     Ok(())
                 }
-                Effect::Peek { plain, full } => {
+                Effect::Peek(PeekRequest { plain, full }) => {
                     session.peek(client, plain, full);
                     Ok(())
                 }
                 Effect::Input(bytes) => {
                     session.input(bytes, conn.is_attached() && conn.is_writer())
                 }
-                Effect::Resize { rows, cols } => session.resize(
+                Effect::Resize(Size { rows, cols }) => session.resize(
                     client.id,
                     conn.is_attached() && conn.is_writer(),
                     rows,
@@ -316,7 +317,7 @@ fn carry_out(session: &Session, client: &Rc<Client>, conn: &ServerConn, out: Out
     }
 }
 
-async fn write_loop(session: &Session, client: &Rc<Client>, mut wr: OwnedWriteHalf) {
+async fn write_loop(session: &Session, client: &Rc<Peer>, mut wr: OwnedWriteHalf) {
     let mut codec = ServerCodec::default();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut deadline: Option<Instant> = None;
@@ -339,7 +340,7 @@ async fn write_loop(session: &Session, client: &Rc<Client>, mut wr: OwnedWriteHa
                 break;
             }
             // Everything queued was read: a client that fell behind gets a fresh
-            // screen now (fanout module docs).
+            // screen now (outbound module docs).
             if client.wants_resync() {
                 session.resync(client);
                 continue;

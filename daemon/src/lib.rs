@@ -20,7 +20,7 @@
 //!    cuts a screen snapshot and joins the fan-out in one synchronous step on a
 //!    single-threaded runtime, so a client sees every byte after its snapshot exactly
 //!    once. A client that falls behind is resynchronised with a fresh screen, and only
-//!    one that reads nothing for a minute is cut off (`fanout` documents the bounds).
+//!    one that reads nothing for a minute is cut off (`outbound` documents the bounds).
 //! 4. **Exit** (`serve`): when the program ends, the remaining output is drained,
 //!    the exit is recorded (only while the record is still this incarnation's), EXIT
 //!    goes to every attached client, and the socket is unlinked only if it is still
@@ -44,8 +44,8 @@ macro_rules! log {
 
 mod conn;
 mod create;
-mod fanout;
 mod logging;
+mod outbound;
 mod pty;
 
 mod serve;

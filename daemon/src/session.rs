@@ -30,7 +30,7 @@ use tokio::net::UnixListener;
 use tokio::sync::Notify;
 
 use crate::create::{Claim, Created};
-use crate::fanout::{pty_size, Client, Phase};
+use crate::outbound::{pty_size, Peer, Phase};
 use crate::pty::{self, ChildProc};
 use crate::status;
 use latch_screen as screen;
@@ -44,7 +44,7 @@ pub(crate) const READ_BUF: usize = 64 * 1024;
 /// One attached connection.
 #[derive(Debug)]
 struct Attached {
-    client: Rc<Client>,
+    client: Rc<Peer>,
     /// Read-write (its size counts) or read-only.
     writer: bool,
     /// Its terminal size, if it announced one.
@@ -98,7 +98,7 @@ pub(crate) struct Session {
     term: RefCell<screen::Emulator>,
     size: Cell<(u16, u16)>,
     attached: RefCell<Vec<Attached>>,
-    clients: RefCell<HashMap<u64, Rc<Client>>>,
+    clients: RefCell<HashMap<u64, Rc<Peer>>>,
     next_client: Cell<u64>,
     input: RefCell<InputQueue>,
     /// Wakes the PTY writer: input was queued.
@@ -203,10 +203,10 @@ impl Session {
     // ----- connections -----
 
     /// Registers a new connection.
-    pub fn register(&self) -> Rc<Client> {
+    pub fn register(&self) -> Rc<Peer> {
         let id = self.next_client.get();
         self.next_client.set(id.wrapping_add(1));
-        let client = Rc::new(Client::new(id));
+        let client = Rc::new(Peer::new(id));
         self.clients.borrow_mut().insert(id, client.clone());
         client
     }
@@ -225,7 +225,7 @@ impl Session {
 
     /// Closes every connection politely (at exit: queues are flushed first).
     pub fn close_all(&self) {
-        let clients: Vec<Rc<Client>> = self.clients.borrow().values().cloned().collect();
+        let clients: Vec<Rc<Peer>> = self.clients.borrow().values().cloned().collect();
         for c in clients {
             c.close();
         }
@@ -372,12 +372,12 @@ impl Session {
     /// ATTACH: GEOMETRY, then one SCREEN cut, then (by joining the fan-out in the same
     /// step) every OUTPUT and EXIT after the cut. If the program has already exited,
     /// EXIT follows the SCREEN at once.
-    pub fn attach(&self, client: &Rc<Client>, rows: u16, cols: u16, read_only: bool) {
+    pub fn attach(&self, client: &Rc<Peer>, rows: u16, cols: u16, read_only: bool) {
         self.join(client, rows, cols, read_only, Screen::Repaint);
     }
 
     /// ATTACH, or a legacy PEEK (read-only, with pty's screen): see [`attach`].
-    pub fn join(&self, client: &Rc<Client>, rows: u16, cols: u16, read_only: bool, kind: Screen) {
+    pub fn join(&self, client: &Rc<Peer>, rows: u16, cols: u16, read_only: bool, kind: Screen) {
         let writer = !read_only;
         let size = (rows > 0 && cols > 0).then_some((rows, cols));
         if writer && self.exit.get().is_none() {
@@ -421,7 +421,7 @@ impl Session {
     /// queued for it: GEOMETRY and a fresh SCREEN, cut exactly as on ATTACH (the
     /// emulator's queue is applied first), then live output again. Called by the
     /// connection's writer; does nothing for a client that is not behind.
-    pub fn resync(&self, client: &Rc<Client>) {
+    pub fn resync(&self, client: &Rc<Peer>) {
         if !client.wants_resync() {
             return;
         }
@@ -445,7 +445,7 @@ impl Session {
 
     /// Queues GEOMETRY and a fresh SCREEN for a client that is behind, whatever
     /// is still queued for it (at the program's exit, before EXIT).
-    fn resync_now(&self, client: &Client, kind: Screen) {
+    fn resync_now(&self, client: &Peer, kind: Screen) {
         if !client.is_behind() {
             return;
         }
@@ -458,7 +458,7 @@ impl Session {
     }
 
     /// Strict PEEK: one SCREEN (a legacy PEEK is a subscription, [`join`]).
-    pub fn peek(&self, client: &Client, plain: bool, full: bool) {
+    pub fn peek(&self, client: &Peer, plain: bool, full: bool) {
         let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
         self.settle();
         client.send(client.screen_frame(snapshot));
@@ -647,7 +647,7 @@ impl Session {
         self.broadcast(|c| c.geometry_frame(rows, cols));
     }
 
-    fn broadcast(&self, frame: impl Fn(&Client) -> Outbound) {
+    fn broadcast(&self, frame: impl Fn(&Peer) -> Outbound) {
         let mut cut = Vec::new();
         for a in self.attached.borrow().iter() {
             // A client that is behind gets the current geometry when resynchronised.

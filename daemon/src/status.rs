@@ -45,8 +45,8 @@ use latch_screen::LegacyModes;
 use latch_wire::StatusReply;
 use serde_json::{json, Value};
 
-use crate::fanout::legacy_exit_code;
 use crate::logging::iso8601_ms;
+use crate::outbound::legacy_exit_code;
 
 /// One attached connection, for `clients.connections`.
 #[derive(Debug, Clone, Copy)]

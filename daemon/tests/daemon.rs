@@ -7,6 +7,7 @@
 //! `Drop`. They take a process-wide lock so that no other test thread is inside std
 //! or libc when one of them forks.
 
+use latch_wire::{AttachRequest, PeekRequest, Size};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -271,10 +272,10 @@ impl Conn {
     }
 
     fn peek_plain(&mut self) -> String {
-        self.send(ClientFrame::Peek {
+        self.send(ClientFrame::Peek(PeekRequest {
             plain: true,
             full: false,
-        });
+        }));
         loop {
             if let ServerFrame::Screen(b) = self.recv() {
                 return String::from_utf8_lossy(&b).into_owned();
@@ -284,11 +285,11 @@ impl Conn {
 
     /// Attaches and returns the GEOMETRY and the SCREEN.
     fn attach(&mut self, rows: u16, cols: u16, read_only: bool) -> ((u16, u16), String) {
-        self.send(ClientFrame::Attach {
+        self.send(ClientFrame::Attach(AttachRequest {
             rows,
             cols,
             read_only,
-        });
+        }));
         let geometry = match self.recv() {
             ServerFrame::Geometry { rows, cols } => (rows, cols),
             other => panic!("expected GEOMETRY, got {other:?}"),
@@ -421,10 +422,10 @@ fn effects_before_bind_are_refused_and_change_nothing() {
 
     let mut c = d.connect();
     c.hello();
-    c.send(ClientFrame::Peek {
+    c.send(ClientFrame::Peek(PeekRequest {
         plain: true,
         full: false,
-    });
+    }));
     c.expect_error(ErrorCode::NotBound);
     c.send(ClientFrame::Input(bytes::Bytes::from_static(b"evil\n")));
     c.expect_error(ErrorCode::NotBound);
@@ -529,7 +530,7 @@ fn resize_follows_the_smallest_writer() {
         ServerFrame::Geometry { rows, cols } => assert_eq!((rows, cols), (30, 90)),
         f => panic!("expected GEOMETRY, got {f:?}"),
     }
-    b.send(ClientFrame::Resize { rows: 20, cols: 70 });
+    b.send(ClientFrame::Resize(Size { rows: 20, cols: 70 }));
     match a.recv() {
         ServerFrame::Geometry { rows, cols } => assert_eq!((rows, cols), (20, 70)),
         f => panic!("expected GEOMETRY, got {f:?}"),
@@ -558,7 +559,7 @@ fn resize_follows_the_smallest_writer() {
     }
     // An unattached bound connection sets the size directly.
     let mut c = d.bound();
-    c.send(ClientFrame::Resize { rows: 5, cols: 50 });
+    c.send(ClientFrame::Resize(Size { rows: 5, cols: 50 }));
     let s = c.status();
     assert_eq!((s.rows, s.cols, s.writers, s.readers), (5, 50, 1, 1));
 }

@@ -234,31 +234,11 @@ pub fn prove(who: &ProcIdentity) -> Result<PidFd, ProofError> {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Err(ProofError::Gone),
         Err(e) => return Err(ProofError::Unverifiable(e)),
     };
-    let now_boot = boot_id().map_err(ProofError::Unverifiable)?;
-    if now_boot != who.boot_id {
-        return Err(ProofError::Mismatch);
-    }
-    // One read of /proc/PID/stat gives both the start time and the state.
-    let stat = match fs::read_to_string(format!("/proc/{}/stat", who.pid)) {
-        Ok(s) => s,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ProofError::Gone),
-        Err(e) => return Err(ProofError::Unverifiable(e)),
-    };
-    let malformed = || {
-        ProofError::Unverifiable(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "malformed /proc/PID/stat",
-        ))
-    };
-    let started = parse_start_time(&stat).ok_or_else(malformed)?;
-    if started != who.start_time {
-        return Err(ProofError::Mismatch);
-    }
-    // The pidfd was opened before the start time was read, so if the start time
-    // matched, the pidfd refers to the recorded process (or to nothing, if it has
+    // The pidfd was opened before the start time is read, so if the start time
+    // matches, the pidfd refers to the recorded process (or to nothing, if it has
     // since exited: signals then fail with ESRCH). A zombie has exited too.
-    let state = parse_state(&stat).ok_or_else(malformed)?;
-    if matches!(state, 'Z' | 'X' | 'x') || !fd.is_alive() {
+    observe(who)?;
+    if !fd.is_alive() {
         return Err(ProofError::Gone);
     }
     Ok(fd)
@@ -273,6 +253,7 @@ pub fn observe(who: &ProcIdentity) -> Result<(), ProofError> {
     if now_boot != who.boot_id {
         return Err(ProofError::Mismatch);
     }
+    // One read of /proc/PID/stat gives both the start time and the state.
     let stat = match fs::read_to_string(format!("/proc/{}/stat", who.pid)) {
         Ok(s) => s,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ProofError::Gone),

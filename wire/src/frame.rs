@@ -16,6 +16,37 @@ use crate::version::VersionRange;
 /// Longest client name accepted in HELLO, in bytes.
 pub const CLIENT_NAME_MAX_LEN: usize = 64;
 
+/// ATTACH's fields (SPEC.md §4.1), also the attach effect the state machine emits.
+/// Encoded inline, as the fields of a struct variant would be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachRequest {
+    /// The client's terminal rows (0 with `cols` 0: unknown, does not count toward
+    /// the PTY size).
+    pub rows: u16,
+    /// The client's terminal columns.
+    pub cols: u16,
+    /// A read-only client may not send input, resize or signal.
+    pub read_only: bool,
+}
+
+/// PEEK's fields (SPEC.md §4.1), also the peek effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeekRequest {
+    /// Plain text without attributes.
+    pub plain: bool,
+    /// The whole scrollback, not just the visible screen.
+    pub full: bool,
+}
+
+/// A terminal size: RESIZE's fields (SPEC.md §4.1), also the resize effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Size {
+    /// Rows.
+    pub rows: u16,
+    /// Columns.
+    pub cols: u16,
+}
+
 /// A frame sent by a client to a daemon. Each variant's doc names its reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientFrame {
@@ -41,31 +72,14 @@ pub enum ClientFrame {
     /// Index 3. Attaches to the terminal. Reply: [`ServerFrame::Geometry`], one
     /// [`ServerFrame::Screen`], then every [`ServerFrame::Output`] and [`ServerFrame::Exit`]
     /// produced after the screen was cut.
-    Attach {
-        /// The client's terminal rows.
-        rows: u16,
-        /// The client's terminal columns.
-        cols: u16,
-        /// A read-only client may not send input or resize.
-        read_only: bool,
-    },
+    Attach(AttachRequest),
     /// Index 4. One snapshot of the screen. Reply: one [`ServerFrame::Screen`].
-    Peek {
-        /// Plain text without attributes.
-        plain: bool,
-        /// The whole scrollback, not just the visible screen.
-        full: bool,
-    },
+    Peek(PeekRequest),
     /// Index 5. Bytes for the program's terminal. No reply on success.
     Input(Bytes),
     /// Index 6. Sets this client's terminal size. No reply on success; attached clients
     /// receive [`ServerFrame::Geometry`] when the PTY size changes.
-    Resize {
-        /// Rows.
-        rows: u16,
-        /// Columns.
-        cols: u16,
-    },
+    Resize(Size),
     /// Index 7. Sends a signal to the program (through the daemon's pidfd). No reply on
     /// success.
     Signal {

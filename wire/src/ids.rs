@@ -80,37 +80,7 @@ impl SessionId {
     }
 }
 
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SessionId({:?})", self.0)
-    }
-}
-
-impl FromStr for SessionId {
-    type Err = SessionIdError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::new(s)
-    }
-}
-
-impl Serialize for SessionId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for SessionId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Self::new(s).map_err(serde::de::Error::custom)
-    }
-}
+crate::text_newtype!(SessionId, SessionIdError);
 
 /// Length of an incarnation's random nonce, in bytes.
 pub const INCARNATION_NONCE_LEN: usize = 16;

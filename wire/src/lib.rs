@@ -12,6 +12,46 @@
 //! tasks, or mint incarnations (that needs the registry key: `latch-registry`).
 //! SPEC.md is normative; section numbers are cited throughout.
 
+/// The traits every validated text newtype has (an id, an owner): `Display` and
+/// `Debug` of its text, `FromStr` and `Deserialize` through its validating `new`,
+/// `Serialize` as its text.
+macro_rules! text_newtype {
+    ($ty:ident, $err:ty) => {
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl ::std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                write!(f, concat!(stringify!($ty), "({:?})"), self.0)
+            }
+        }
+
+        impl ::std::str::FromStr for $ty {
+            type Err = $err;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::new(s)
+            }
+        }
+
+        impl ::serde::Serialize for $ty {
+            fn serialize<S: ::serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for $ty {
+            fn deserialize<D: ::serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <String as ::serde::Deserialize>::deserialize(d)?;
+                Self::new(s).map_err(::serde::de::Error::custom)
+            }
+        }
+    };
+}
+pub(crate) use text_newtype;
+
 pub mod client;
 pub mod codec;
 pub mod detect;
@@ -31,7 +71,8 @@ pub mod fuzzing;
 pub use codec::{ClientCodec, Framing, Inbound, Outbound, ServerCodec};
 pub use error::{CodecError, FrameError};
 pub use frame::{
-    ClientFrame, ErrorCode, ExitStatus, LegacyPolicy, Limits, ServerFrame, StatusReply,
+    AttachRequest, ClientFrame, ErrorCode, ExitStatus, LegacyPolicy, Limits, PeekRequest,
+    ServerFrame, Size, StatusReply,
 };
 pub use ids::{
     Incarnation, IncarnationError, SessionId, SessionIdError, SessionRef, SessionRefError,

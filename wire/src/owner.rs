@@ -6,9 +6,6 @@
 //! STATUS decoder all apply one rule.
 
 use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Longest owner, in Unicode scalar values (SPEC.md §2.4).
 pub const OWNER_MAX_CHARS: usize = 128;
@@ -75,37 +72,7 @@ pub fn validate_owner(s: &str) -> Result<(), OwnerError> {
     Ok(())
 }
 
-impl fmt::Display for Owner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for Owner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Owner({:?})", self.0)
-    }
-}
-
-impl FromStr for Owner {
-    type Err = OwnerError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::new(s)
-    }
-}
-
-impl Serialize for Owner {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Owner {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Self::new(s).map_err(serde::de::Error::custom)
-    }
-}
+crate::text_newtype!(Owner, OwnerError);
 
 #[cfg(test)]
 mod tests {

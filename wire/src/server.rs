@@ -31,7 +31,8 @@ use bytes::Bytes;
 use crate::codec::{Framing, Inbound, Outbound};
 use crate::error::FrameError;
 use crate::frame::{
-    ClientFrame, ErrorCode, LegacyPolicy, Limits, ServerFrame, CLIENT_NAME_MAX_LEN,
+    AttachRequest, ClientFrame, ErrorCode, LegacyPolicy, Limits, PeekRequest, ServerFrame, Size,
+    CLIENT_NAME_MAX_LEN,
 };
 use crate::ids::SessionRef;
 use crate::legacy::LegacyClientFrame;
@@ -67,30 +68,13 @@ pub struct Env {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// Attach: send GEOMETRY, one SCREEN cut, then output and exit in order.
-    Attach {
-        /// Client rows (0 = unknown, does not count toward the PTY size).
-        rows: u16,
-        /// Client columns.
-        cols: u16,
-        /// Read-only clients never send input or affect the size.
-        read_only: bool,
-    },
+    Attach(AttachRequest),
     /// Send one screen snapshot.
-    Peek {
-        /// Plain text.
-        plain: bool,
-        /// Whole scrollback.
-        full: bool,
-    },
+    Peek(PeekRequest),
     /// Write bytes to the PTY.
     Input(Bytes),
     /// Set this connection's size (attached) or the PTY size (not attached).
-    Resize {
-        /// Rows.
-        rows: u16,
-        /// Columns.
-        cols: u16,
-    },
+    Resize(Size),
     /// Signal the program.
     Signal(i32),
     /// Start draining, then signal the program.
@@ -105,16 +89,16 @@ impl Effect {
     pub fn needs_program(&self) -> bool {
         matches!(
             self,
-            Self::Input(_) | Self::Resize { .. } | Self::Signal(_) | Self::Stop(_)
+            Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_)
         )
     }
 
     /// Whether the effect can change the session (as opposed to observing it).
     pub fn is_mutating(&self) -> bool {
         match self {
-            Self::Attach { read_only, .. } => !read_only,
-            Self::Peek { .. } | Self::Detach => false,
-            Self::Input(_) | Self::Resize { .. } | Self::Signal(_) | Self::Stop(_) => true,
+            Self::Attach(AttachRequest { read_only, .. }) => !read_only,
+            Self::Peek(_) | Self::Detach => false,
+            Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_) => true,
         }
     }
 }
@@ -414,11 +398,11 @@ impl ServerConn {
                     Out::Close,
                 ]
             }
-            ClientFrame::Attach {
+            ClientFrame::Attach(AttachRequest {
                 rows,
                 cols,
                 read_only,
-            } => {
+            }) => {
                 if access != Access::Unattached {
                     return refuse(ErrorCode::AlreadyAttached, "connection is already attached");
                 }
@@ -429,13 +413,15 @@ impl ServerConn {
                         return refuse(ErrorCode::InvalidArgument, e.to_string());
                     }
                 }
-                Effect::Attach {
+                Effect::Attach(AttachRequest {
                     rows,
                     cols,
                     read_only,
-                }
+                })
             }
-            ClientFrame::Peek { plain, full } => Effect::Peek { plain, full },
+            ClientFrame::Peek(PeekRequest { plain, full }) => {
+                Effect::Peek(PeekRequest { plain, full })
+            }
             ClientFrame::Input(b) => {
                 if read_only {
                     return refuse(
@@ -445,7 +431,7 @@ impl ServerConn {
                 }
                 Effect::Input(b)
             }
-            ClientFrame::Resize { rows, cols } => {
+            ClientFrame::Resize(Size { rows, cols }) => {
                 if read_only {
                     return refuse(
                         ErrorCode::ForbiddenByPolicy,
@@ -455,7 +441,7 @@ impl ServerConn {
                 if let Err(e) = check_size(rows, cols) {
                     return refuse(ErrorCode::InvalidArgument, e.to_string());
                 }
-                Effect::Resize { rows, cols }
+                Effect::Resize(Size { rows, cols })
             }
             ClientFrame::Signal { signal } | ClientFrame::Stop { signal } => {
                 if read_only {
@@ -486,7 +472,7 @@ impl ServerConn {
         if env.draining && !matches!(effect, Effect::Stop(_)) {
             return refuse(ErrorCode::Draining, "session is shutting down");
         }
-        if let Effect::Attach { read_only, .. } = effect {
+        if let Effect::Attach(AttachRequest { read_only, .. }) = effect {
             self.state = ConnState::Bound {
                 version,
                 access: if read_only {
@@ -537,7 +523,7 @@ impl ServerConn {
             LegacyClientFrame::Peek { plain, full } => {
                 self.state = ConnState::Legacy { attached: true };
                 self.legacy_peek = true;
-                vec![Out::Effect(Effect::Peek { plain, full })]
+                vec![Out::Effect(Effect::Peek(PeekRequest { plain, full }))]
             }
             LegacyClientFrame::Attach(size) => {
                 self.state = ConnState::Legacy { attached: true };
@@ -546,11 +532,11 @@ impl ServerConn {
                 let (rows, cols) = size
                     .filter(|&(r, c)| check_size(r, c).is_ok())
                     .unwrap_or((0, 0));
-                vec![Out::Effect(Effect::Attach {
+                vec![Out::Effect(Effect::Attach(AttachRequest {
                     rows,
                     cols,
                     read_only: !full,
-                })]
+                }))]
             }
             LegacyClientFrame::Data(b) if full && !self.legacy_peek => {
                 vec![Out::Effect(Effect::Input(b))]
@@ -558,7 +544,7 @@ impl ServerConn {
             LegacyClientFrame::Resize(Some((rows, cols)))
                 if full && !self.legacy_peek && check_size(rows, cols).is_ok() =>
             {
-                vec![Out::Effect(Effect::Resize { rows, cols })]
+                vec![Out::Effect(Effect::Resize(Size { rows, cols }))]
             }
             // Observe: input and resize never reach the session; the old framing has
             // no error packet, so they are dropped (the daemon logs them). So is a

@@ -9,6 +9,7 @@
 //!   variants, truncation, zero length, bad preambles, legacy and garbage answers.
 
 use bytes::{Bytes, BytesMut};
+use latch_wire::{AttachRequest, PeekRequest, Size};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use tokio_util::codec::{Decoder, Encoder};
@@ -130,15 +131,17 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
         (session_id(), incarnation())
             .prop_map(|(id, incarnation)| ClientFrame::Bind { id, incarnation }),
         (any::<u16>(), any::<u16>(), any::<bool>()).prop_map(|(rows, cols, read_only)| {
-            ClientFrame::Attach {
+            ClientFrame::Attach(AttachRequest {
                 rows,
                 cols,
                 read_only,
-            }
+            })
         }),
-        (any::<bool>(), any::<bool>()).prop_map(|(plain, full)| ClientFrame::Peek { plain, full }),
+        (any::<bool>(), any::<bool>())
+            .prop_map(|(plain, full)| ClientFrame::Peek(PeekRequest { plain, full })),
         payload().prop_map(ClientFrame::Input),
-        (any::<u16>(), any::<u16>()).prop_map(|(rows, cols)| ClientFrame::Resize { rows, cols }),
+        (any::<u16>(), any::<u16>())
+            .prop_map(|(rows, cols)| ClientFrame::Resize(Size { rows, cols })),
         any::<i32>().prop_map(|signal| ClientFrame::Signal { signal }),
         Just(ClientFrame::Detach),
         any::<u64>().prop_map(ClientFrame::Ping),
@@ -216,20 +219,20 @@ fn all_client_frames() -> Vec<ClientFrame> {
         },
         ClientFrame::Status,
         ClientFrame::Bind { id, incarnation },
-        ClientFrame::Attach {
+        ClientFrame::Attach(AttachRequest {
             rows: 24,
             cols: 80,
             read_only: true,
-        },
-        ClientFrame::Peek {
+        }),
+        ClientFrame::Peek(PeekRequest {
             plain: true,
             full: false,
-        },
+        }),
         ClientFrame::Input(Bytes::from_static(b"ls -l\r")),
-        ClientFrame::Resize {
+        ClientFrame::Resize(Size {
             rows: 50,
             cols: 132,
-        },
+        }),
         ClientFrame::Signal { signal: 15 },
         ClientFrame::Detach,
         ClientFrame::Ping(u64::MAX),
@@ -538,10 +541,10 @@ fn client_frame_indices_are_pinned() {
             ClientFrame::Hello { .. } => (0, "HELLO"),
             ClientFrame::Status => (1, "STATUS"),
             ClientFrame::Bind { .. } => (2, "BIND"),
-            ClientFrame::Attach { .. } => (3, "ATTACH"),
-            ClientFrame::Peek { .. } => (4, "PEEK"),
+            ClientFrame::Attach(AttachRequest { .. }) => (3, "ATTACH"),
+            ClientFrame::Peek(PeekRequest { .. }) => (4, "PEEK"),
             ClientFrame::Input(_) => (5, "INPUT"),
-            ClientFrame::Resize { .. } => (6, "RESIZE"),
+            ClientFrame::Resize(Size { .. }) => (6, "RESIZE"),
             ClientFrame::Signal { .. } => (7, "SIGNAL"),
             ClientFrame::Detach => (8, "DETACH"),
             ClientFrame::Ping(_) => (9, "PING"),
@@ -597,11 +600,11 @@ fn small_frames_are_byte_exact() {
             vec![0, 0, 0, 6, 0, 2, 2, 2, b'a', b'b'],
         ),
         (
-            ClientFrame::Attach {
+            ClientFrame::Attach(AttachRequest {
                 rows: 24,
                 cols: 80,
                 read_only: true,
-            },
+            }),
             vec![0, 0, 0, 4, 3, 24, 80, 1],
         ),
         (ClientFrame::Signal { signal: -1 }, vec![0, 0, 0, 2, 7, 1]),

@@ -16,6 +16,7 @@
 //! state_machine:  policy: u8 (% 3: off, observe, full) | drain mask: u8 | stream
 //! ```
 
+use latch_wire::{AttachRequest, PeekRequest, Size};
 use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
@@ -51,11 +52,11 @@ fn strict_handshake() -> Vec<ClientFrame> {
             id: own.id,
             incarnation: own.incarnation,
         },
-        ClientFrame::Attach {
+        ClientFrame::Attach(AttachRequest {
             rows: 24,
             cols: 80,
             read_only: false,
-        },
+        }),
     ]
 }
 
@@ -64,14 +65,14 @@ fn strict_session() -> Vec<ClientFrame> {
     let mut frames = strict_handshake();
     frames.extend([
         ClientFrame::Input(Bytes::from_static(b"echo hi\r")),
-        ClientFrame::Resize {
+        ClientFrame::Resize(Size {
             rows: 30,
             cols: 100,
-        },
-        ClientFrame::Peek {
+        }),
+        ClientFrame::Peek(PeekRequest {
             plain: true,
             full: false,
-        },
+        }),
         ClientFrame::Status,
         ClientFrame::Ping(1),
         ClientFrame::Signal { signal: 2 },

@@ -9,6 +9,7 @@ use bytes::{Bytes, BytesMut};
 use latch_wire::framing::{decode_frame, encode_frame};
 use latch_wire::legacy::{decode_packet, LegacyClientFrame, LegacyServerFrame};
 use latch_wire::limits::{MAX_CLIENT_FRAME, MAX_SERVER_FRAME};
+use latch_wire::{AttachRequest, PeekRequest, Size};
 use latch_wire::{
     ClientFrame, ErrorCode, ExitStatus, Incarnation, LegacyPolicy, Limits, Owner, ServerFrame,
     SessionId, StatusReply, VersionRange,
@@ -43,18 +44,18 @@ fn client_vectors() -> Vec<(&'static str, ClientFrame)> {
         ),
         (
             "ATTACH {rows 24, cols 80, read_only false}",
-            ClientFrame::Attach {
+            ClientFrame::Attach(AttachRequest {
                 rows: 24,
                 cols: 80,
                 read_only: false,
-            },
+            }),
         ),
         (
             "PEEK {plain true, full false}",
-            ClientFrame::Peek {
+            ClientFrame::Peek(PeekRequest {
                 plain: true,
                 full: false,
-            },
+            }),
         ),
         (
             "INPUT \"ls\\r\"",
@@ -62,10 +63,10 @@ fn client_vectors() -> Vec<(&'static str, ClientFrame)> {
         ),
         (
             "RESIZE {rows 300, cols 1000}",
-            ClientFrame::Resize {
+            ClientFrame::Resize(Size {
                 rows: 300,
                 cols: 1000,
-            },
+            }),
         ),
         ("SIGNAL {signal 2}", ClientFrame::Signal { signal: 2 }),
         ("DETACH", ClientFrame::Detach),

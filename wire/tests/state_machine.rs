@@ -9,6 +9,7 @@
 //! - `ClientHandshake`: downgrade, refusals, wrong binding, and a v2 client meeting
 //!   a daemon that speaks 2..=3.
 
+use latch_wire::{AttachRequest, PeekRequest, Size};
 use std::collections::HashSet;
 use std::time::Instant;
 
@@ -151,26 +152,26 @@ impl F {
                 id: own.id,
                 incarnation: other_incarnation(),
             }),
-            F::AttachRw => strict(ClientFrame::Attach {
+            F::AttachRw => strict(ClientFrame::Attach(AttachRequest {
                 rows: 24,
                 cols: 80,
                 read_only: false,
-            }),
-            F::AttachRo => strict(ClientFrame::Attach {
+            })),
+            F::AttachRo => strict(ClientFrame::Attach(AttachRequest {
                 rows: 24,
                 cols: 80,
                 read_only: true,
-            }),
-            F::Peek => strict(ClientFrame::Peek {
+            })),
+            F::Peek => strict(ClientFrame::Peek(PeekRequest {
                 plain: true,
                 full: false,
-            }),
+            })),
             F::Input => strict(ClientFrame::Input(Bytes::from_static(b"x"))),
-            F::Resize => strict(ClientFrame::Resize {
+            F::Resize => strict(ClientFrame::Resize(Size {
                 rows: 30,
                 cols: 100,
-            }),
-            F::ResizeZero => strict(ClientFrame::Resize { rows: 0, cols: 100 }),
+            })),
+            F::ResizeZero => strict(ClientFrame::Resize(Size { rows: 0, cols: 100 })),
             F::Signal => strict(ClientFrame::Signal { signal: 15 }),
             F::SignalZero => strict(ClientFrame::Signal { signal: 0 }),
             F::SignalHigh => strict(ClientFrame::Signal { signal: 65 }),
@@ -269,11 +270,11 @@ fn strict_detach() -> Vec<Out> {
 }
 
 fn attach(rows: u16, cols: u16, read_only: bool) -> Vec<Out> {
-    eff(Effect::Attach {
+    eff(Effect::Attach(AttachRequest {
         rows,
         cols,
         read_only,
-    })
+    }))
 }
 
 /// Checks each error detail's style (SPEC.md §5: lowercase, no trailing period)
@@ -469,10 +470,10 @@ fn legacy_rows(policy: LegacyPolicy, attached: bool) -> Vec<Row> {
         (
             F::LResize,
             if full {
-                eff(Effect::Resize {
+                eff(Effect::Resize(Size {
                     rows: 30,
                     cols: 100,
-                })
+                }))
             } else {
                 none()
             },
@@ -486,10 +487,10 @@ fn legacy_rows(policy: LegacyPolicy, attached: bool) -> Vec<Row> {
         } else {
             (
                 F::LPeek,
-                eff(Effect::Peek {
+                eff(Effect::Peek(PeekRequest {
                     plain: false,
                     full: true,
-                }),
+                })),
                 L1,
             )
         },
@@ -551,10 +552,10 @@ fn bound_common(here: ConnState) -> Vec<Row> {
         (F::Detach, strict_detach(), CLOSED),
         (
             F::Peek,
-            eff(Effect::Peek {
+            eff(Effect::Peek(PeekRequest {
                 plain: true,
                 full: false,
-            }),
+            })),
             here,
         ),
     ]);
@@ -582,10 +583,10 @@ fn bound_writer_rows(attached: bool) -> Vec<Row> {
         (F::Input, eff(Effect::Input(Bytes::from_static(b"x"))), here),
         (
             F::Resize,
-            eff(Effect::Resize {
+            eff(Effect::Resize(Size {
                 rows: 30,
                 cols: 100,
-            }),
+            })),
             here,
         ),
         (F::ResizeZero, err(ErrorCode::InvalidArgument), here),
@@ -763,10 +764,10 @@ fn legacy_peek_is_a_read_only_subscription_under_every_policy() {
         let mut conn = server_conn(policy);
         assert_eq!(
             feed(&mut conn, F::LPeek, policy),
-            eff(Effect::Peek {
+            eff(Effect::Peek(PeekRequest {
                 plain: false,
                 full: true
-            })
+            }))
         );
         assert_eq!(conn.state(), L1);
         assert!(conn.is_attached() && !conn.is_writer());
@@ -915,10 +916,10 @@ fn strict_frame() -> impl Strategy<Value = ClientFrame> {
         3 => Just(bind_own_frame()),
         2 => (any_id(), any_incarnation()).prop_map(|(id, incarnation)| ClientFrame::Bind { id, incarnation }),
         2 => (small.clone(), small.clone(), any::<bool>())
-            .prop_map(|(rows, cols, read_only)| ClientFrame::Attach { rows, cols, read_only }),
-        1 => (any::<bool>(), any::<bool>()).prop_map(|(plain, full)| ClientFrame::Peek { plain, full }),
+            .prop_map(|(rows, cols, read_only)| ClientFrame::Attach(AttachRequest { rows, cols, read_only })),
+        1 => (any::<bool>(), any::<bool>()).prop_map(|(plain, full)| ClientFrame::Peek(PeekRequest { plain, full })),
         2 => vec(any::<u8>(), 0..16).prop_map(|b| ClientFrame::Input(Bytes::from(b))),
-        2 => (small.clone(), small).prop_map(|(rows, cols)| ClientFrame::Resize { rows, cols }),
+        2 => (small.clone(), small).prop_map(|(rows, cols)| ClientFrame::Resize(Size { rows, cols })),
         2 => prop_oneof![-2i32..70, any::<i32>()].prop_map(|signal| ClientFrame::Signal { signal }),
         1 => prop_oneof![-2i32..70, any::<i32>()].prop_map(|signal| ClientFrame::Stop { signal }),
         1 => Just(ClientFrame::Detach),
@@ -1081,11 +1082,11 @@ fn fuzzing_drive_state_machine_accepts_valid_streams() {
     for f in [
         hello_frame(),
         bind_own_frame(),
-        ClientFrame::Attach {
+        ClientFrame::Attach(AttachRequest {
             rows: 24,
             cols: 80,
             read_only: false,
-        },
+        }),
         ClientFrame::Input(Bytes::from_static(b"ls\r")),
         ClientFrame::Detach,
     ] {
@@ -1377,7 +1378,7 @@ fn sizes_over_the_limits_are_refused_before_any_effect() {
             let mut conn = reach(start, LegacyPolicy::Off);
             let out = conn.handle(
                 Instant::now(),
-                Inbound::Strict(ClientFrame::Resize { rows, cols }),
+                Inbound::Strict(ClientFrame::Resize(Size { rows, cols })),
                 Env::default(),
             );
             assert!(
@@ -1395,11 +1396,11 @@ fn sizes_over_the_limits_are_refused_before_any_effect() {
         let mut conn = reach(Start::Bound, LegacyPolicy::Off);
         let out = conn.handle(
             Instant::now(),
-            Inbound::Strict(ClientFrame::Attach {
+            Inbound::Strict(ClientFrame::Attach(AttachRequest {
                 rows,
                 cols,
                 read_only: false,
-            }),
+            })),
             Env::default(),
         );
         assert!(!out.iter().any(|o| matches!(o, Out::Effect(_))), "{out:?}");
@@ -1420,29 +1421,29 @@ fn sizes_over_the_limits_are_refused_before_any_effect() {
         );
         assert_eq!(
             out,
-            vec![Out::Effect(Effect::Attach {
+            vec![Out::Effect(Effect::Attach(AttachRequest {
                 rows: 0,
                 cols: 0,
                 read_only: false
-            })]
+            }))]
         );
     }
     // The largest allowed size is an effect.
     let mut conn = reach(Start::Bound, LegacyPolicy::Off);
     let out = conn.handle(
         Instant::now(),
-        Inbound::Strict(ClientFrame::Resize {
+        Inbound::Strict(ClientFrame::Resize(Size {
             rows: MAX_ROWS,
             cols: 500,
-        }),
+        })),
         Env::default(),
     );
     assert_eq!(
         out,
-        vec![Out::Effect(Effect::Resize {
+        vec![Out::Effect(Effect::Resize(Size {
             rows: MAX_ROWS,
             cols: 500
-        })]
+        }))]
     );
 }
 
@@ -1566,11 +1567,14 @@ fn after_the_program_exits_only_observation_reaches_the_session() {
     }
     let mut conn = reach(Start::Bound, LegacyPolicy::Off);
     let out = conn.handle(Instant::now(), F::Peek.inbound(), exited);
-    assert!(matches!(out.as_slice(), [Out::Effect(Effect::Peek { .. })]));
+    assert!(matches!(
+        out.as_slice(),
+        [Out::Effect(Effect::Peek(PeekRequest { .. }))]
+    ));
     let out = conn.handle(Instant::now(), F::AttachRw.inbound(), exited);
     assert!(matches!(
         out.as_slice(),
-        [Out::Effect(Effect::Attach { .. })]
+        [Out::Effect(Effect::Attach(AttachRequest { .. }))]
     ));
     // Legacy input is dropped (no error packet), never delivered.
     let mut conn = reach(Start::LegacyAttached, LegacyPolicy::Full);

@@ -6,6 +6,7 @@
 //! latch-bench-wire SOCKET ID INCARNATION    # + connect vs connect+HELLO+BIND
 //! ```
 
+use latch_wire::{AttachRequest};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
@@ -166,11 +167,11 @@ fn main() {
         .expect("bind");
     codec
         .encode_client(
-            &ClientFrame::Attach {
+            &ClientFrame::Attach(AttachRequest {
                 rows: 24,
                 cols: 80,
                 read_only: false,
-            },
+            }),
             &mut out,
         )
         .expect("attach");

@@ -207,7 +207,7 @@ pub(crate) enum Phase {
 
 /// One connection's outbound side, shared by its reader, its writer and the fan-out.
 #[derive(Debug)]
-pub(crate) struct Client {
+pub(crate) struct Peer {
     /// Connection number, for the session's tables and the log.
     pub id: u64,
     legacy: Cell<bool>,
@@ -227,7 +227,7 @@ pub(crate) struct Client {
     pub replies_drained: Notify,
 }
 
-impl Client {
+impl Peer {
     /// A new open connection.
     pub fn new(id: u64) -> Self {
         Self::with_bounds(id, CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS)
@@ -548,7 +548,7 @@ mod tests {
 
     #[test]
     fn falling_behind_drops_stream_keeps_replies_and_resyncs_once_drained() {
-        let c = Client::with_bounds(1, 10 * 1024, 1000);
+        let c = Peer::with_bounds(1, 10 * 1024, 1000);
         assert!(c.send(Outbound::Strict(ServerFrame::Pong(7))));
         let mut streamed = 0;
         while c.stream(out(1024)) {
@@ -577,7 +577,7 @@ mod tests {
 
     #[test]
     fn a_stalled_client_is_cut_off_with_too_slow() {
-        let c = Client::new(1);
+        let c = Peer::new(1);
         assert!(c.stream(out(10)));
         c.cut_off(Duration::from_secs(60));
         assert_eq!(c.phase(), Phase::Cut);
@@ -598,7 +598,7 @@ mod tests {
 
     #[test]
     fn legacy_cut_sends_nothing_and_legacy_frames_are_legacy() {
-        let c = Client::new(2);
+        let c = Peer::new(2);
         c.set_legacy();
         assert!(matches!(
             c.exit_frame(ExitStatus {

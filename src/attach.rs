@@ -4,11 +4,8 @@
 
 use std::io::{Read, Write};
 use std::os::fd::BorrowedFd;
-use std::sync::{Arc, Mutex};
 
-use latch_client::{
-    exit, AttachEvent, AttachMode, AttachWriter, Client, ClientError, PeekOptions, PeekScope,
-};
+use latch_client::{exit, AttachEvent, AttachMode, Client, ClientError, PeekOptions, PeekScope};
 use latch_wire::SessionRef;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::termios::{self, SetArg, Termios};
@@ -165,23 +162,37 @@ fn raw_size() -> (u16, u16) {
 /// How long after a detach key a second one sends it to the program instead.
 const DOUBLE_PRESS: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Whether stdin has input within `limit`.
-fn readable_within(limit: std::time::Duration) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
-    let mut fds = [PollFd::new(stdin_fd(), PollFlags::POLLIN)];
-    loop {
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Ok(n) => return n > 0,
-            Err(_) => return true, // let the read report it
+/// What the keys just read ask for, given whether a detach key was pressed
+/// before them: the bytes for the program, whether a detach key is now pending,
+/// and whether to detach. A detach key detaches unless the next key, within
+/// DOUBLE_PRESS, is the detach key again: then one detach key goes to the program.
+fn keys(bytes: &[u8], detach_key: Option<u8>, mut pending: bool) -> (Vec<u8>, bool, bool) {
+    let mut send = Vec::with_capacity(bytes.len());
+    for &b in bytes {
+        if pending {
+            pending = false;
+            if Some(b) == detach_key {
+                send.push(b);
+                continue;
+            }
+            return (send, false, true);
+        }
+        if Some(b) == detach_key {
+            pending = true;
+        } else {
+            send.push(b);
         }
     }
+    (send, pending, false)
 }
 
 /// Attaches this terminal to `session` until detach, exit, or the daemon closes.
 /// Returns 0 after a detach, the program's exit code (`program_code`) after its
 /// end. `history` scrollback lines are written first.
+///
+/// One thread, one poll loop over the terminal, the connection and a signalfd
+/// (window size, and the signals that end the attachment): a keystroke and its
+/// echo pass through no thread hand-off.
 pub fn interactive(
     client: &Client,
     session: &SessionRef,
@@ -189,8 +200,12 @@ pub fn interactive(
     detach_key: Option<u8>,
     history_lines: usize,
 ) -> Result<i32, ClientError> {
-    // Block the signals we handle before any thread starts, so that only the
-    // signal thread receives them (sigwait).
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    use std::os::fd::AsFd;
+    use std::time::Instant;
+
+    // The signals we handle arrive through the signalfd, never as handlers.
     let mut handled = SigSet::empty();
     for s in [
         Signal::SIGWINCH,
@@ -203,6 +218,8 @@ pub fn interactive(
     handled
         .thread_block()
         .map_err(|e| ClientError::Other(format!("sigmask: {e}")))?;
+    let signals = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| ClientError::Other(format!("signalfd: {e}")))?;
 
     let (rows, cols) = size();
     let mut bound = match client.connect(session) {
@@ -221,116 +238,128 @@ pub fn interactive(
     };
     let attached = bound.attach(rows, cols, mode)?;
     let guard = RawGuard::enter();
-    let saved = guard.saved.clone();
     let mut stdout = std::io::stdout();
     let _ = stdout.write_all(&preface(&scrollback, &attached.screen, rows));
     let _ = stdout.write_all(&attached.screen);
     let _ = stdout.flush();
 
-    let writer = Arc::new(Mutex::new(attached.writer));
-    let mut reader = attached.reader;
-
-    // Signal thread: follow window size; restore the terminal and leave on
-    // SIGTERM/SIGHUP/SIGINT.
-    {
-        let writer = Arc::clone(&writer);
-        std::thread::spawn(move || loop {
-            let Ok(sig) = handled.wait() else { return };
-            if sig == Signal::SIGWINCH {
-                let (r, c) = size();
-                if r > 0 && !read_only {
-                    if let Ok(mut w) = writer.lock() {
-                        let _ = w.resize(r, c);
-                    }
-                }
-            } else {
-                restore(saved.as_ref());
-                eprintln!("\r\n[latch: {sig} received, detached]");
-                std::process::exit(exit::OTHER);
-            }
-        });
-    }
-
-    // Input thread: forward stdin, watching for the detach key. The key detaches
-    // unless the next key, within DOUBLE_PRESS, is the detach key again: then one
-    // detach key goes to the program.
-    {
-        let writer = Arc::clone(&writer);
-        std::thread::spawn(move || {
-            let mut stdin = std::io::stdin();
-            let mut buf = [0u8; 4096];
-            let mut pending = false;
-            let detach = |writer: &Mutex<AttachWriter>| {
-                if let Ok(mut w) = writer.lock() {
-                    let _ = w.detach();
-                }
-            };
-            loop {
-                if pending && !readable_within(DOUBLE_PRESS) {
-                    return detach(&writer);
-                }
-                let n = match stdin.read(&mut buf) {
-                    Ok(0) | Err(_) => return detach(&writer),
-                    Ok(n) => n,
-                };
-                let mut send = Vec::with_capacity(n);
-                let mut detaching = false;
-                for &b in &buf[..n] {
-                    if pending {
-                        pending = false;
-                        if Some(b) == detach_key {
-                            send.push(b);
-                            continue;
-                        }
-                        detaching = true;
-                        break;
-                    }
-                    if Some(b) == detach_key {
-                        pending = true;
-                    } else {
-                        send.push(b);
-                    }
-                }
-                let Ok(mut w) = writer.lock() else { return };
-                if !send.is_empty() && !read_only && w.input(&send).is_err() {
-                    return;
-                }
-                if detaching {
-                    let _ = w.detach();
-                    return;
-                }
-            }
-        });
-    }
-
-    let mut outcome = None;
     let mut last_byte = attached.screen.last().copied();
-    loop {
-        match reader.next_event() {
-            Ok(AttachEvent::Output(b) | AttachEvent::Screen(b)) => {
-                if stdout.write_all(&b).and_then(|()| stdout.flush()).is_err() {
-                    break;
+    let mut reader = attached.reader;
+    let mut writer = attached.writer;
+    let mut stdin = std::io::stdin();
+    let mut keys_buf = [0u8; 4096];
+    let mut reading_keys = true;
+    // When a detach key was pressed, waiting for a second one.
+    let mut pending: Option<Instant> = None;
+    let mut outcome = None;
+    'serve: loop {
+        // Everything that has arrived, before waiting again.
+        while let Some(event) = reader
+            .try_next_event()
+            .inspect_err(|_| restore(guard.saved.as_ref()))?
+        {
+            match event {
+                AttachEvent::Output(b) | AttachEvent::Screen(b) => {
+                    if stdout.write_all(&b).and_then(|()| stdout.flush()).is_err() {
+                        break 'serve;
+                    }
+                    last_byte = b.last().copied().or(last_byte);
                 }
-                last_byte = b.last().copied().or(last_byte);
-            }
-            Ok(AttachEvent::Exit(s)) => outcome = Some(s),
-            Ok(AttachEvent::Detached | AttachEvent::Closed) => break,
-            Ok(AttachEvent::Error { code, detail }) => {
-                drop(guard);
-                if code == latch_wire::ErrorCode::TooSlow {
-                    eprintln!(
-                        "[latch: cut off by {}: this terminal read nothing for a minute; attach again for a fresh screen]",
-                        session.id
-                    );
+                AttachEvent::Exit(s) => outcome = Some(s),
+                AttachEvent::Detached | AttachEvent::Closed => break 'serve,
+                AttachEvent::Error { code, detail } => {
+                    drop(guard);
+                    if code == latch_wire::ErrorCode::TooSlow {
+                        eprintln!(
+                            "[latch: cut off by {}: this terminal read nothing for a minute; attach again for a fresh screen]",
+                            session.id
+                        );
+                    }
+                    return Err(ClientError::Daemon { code, detail });
                 }
-                return Err(ClientError::Daemon { code, detail });
+                // GEOMETRY, and events a newer library may add.
+                _ => {}
             }
+        }
+        let wait = match pending {
+            Some(at) => {
+                let left = DOUBLE_PRESS.saturating_sub(at.elapsed());
+                PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO)
+            }
+            None => PollTimeout::NONE,
+        };
+        let stdin_fd = stdin_fd();
+        let mut fds = vec![
+            PollFd::new(reader.as_fd(), PollFlags::POLLIN),
+            PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+        ];
+        if reading_keys {
+            fds.push(PollFd::new(stdin_fd, PollFlags::POLLIN));
+        }
+        match poll(&mut fds, wait) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => {
                 drop(guard);
-                return Err(e);
+                return Err(ClientError::Other(format!("poll: {e}")));
             }
-            // GEOMETRY, and events a newer library may add.
-            Ok(_) => {}
+        }
+        let ready = |fd: &PollFd<'_>| {
+            fd.revents().is_some_and(|r| {
+                r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
+            })
+        };
+        let (signal_ready, keys_ready) = (ready(&fds[1]), fds.get(2).is_some_and(ready));
+        drop(fds);
+        if signal_ready {
+            while let Ok(Some(info)) = signals.read_signal() {
+                let sig = Signal::try_from(i32::try_from(info.ssi_signo).unwrap_or(0));
+                match sig {
+                    Ok(Signal::SIGWINCH) => {
+                        let (r, c) = size();
+                        if r > 0 && !read_only {
+                            let _ = writer.resize(r, c);
+                        }
+                    }
+                    Ok(sig) => {
+                        restore(guard.saved.as_ref());
+                        eprintln!("\r\n[latch: {sig} received, detached]");
+                        std::process::exit(exit::OTHER);
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        if pending.is_some_and(|at| at.elapsed() >= DOUBLE_PRESS) {
+            // A single detach key: detach; the daemon's DETACHED ends the loop.
+            pending = None;
+            reading_keys = false;
+            let _ = writer.detach();
+            continue;
+        }
+        if keys_ready {
+            let n = match stdin.read(&mut keys_buf) {
+                Ok(0) | Err(_) => 0,
+                Ok(n) => n,
+            };
+            if n == 0 {
+                // The terminal is gone: detach, as a closed terminal would.
+                reading_keys = false;
+                let _ = writer.detach();
+                continue;
+            }
+            let (send, now_pending, detach) = keys(
+                keys_buf.get(..n).unwrap_or_default(),
+                detach_key,
+                pending.is_some(),
+            );
+            if !send.is_empty() && !read_only && writer.input(&send).is_err() {
+                break 'serve;
+            }
+            pending = now_pending.then(Instant::now);
+            if detach {
+                reading_keys = false;
+                let _ = writer.detach();
+            }
         }
     }
     drop(guard);
@@ -352,5 +381,30 @@ pub fn interactive(
             eprintln!("[latch: detached from {}]", session.id);
             Ok(exit::OK)
         }
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::keys;
+
+    #[test]
+    fn the_detach_key_detaches_and_twice_sends_it() {
+        let k = Some(0x1c);
+        // Plain typing passes through.
+        assert_eq!(keys(b"ls\r", k, false), (b"ls\r".to_vec(), false, false));
+        // The key alone: pending, nothing sent yet.
+        assert_eq!(keys(b"ab\x1c", k, false), (b"ab".to_vec(), true, false));
+        // Pressed again: one key goes to the program.
+        assert_eq!(keys(b"\x1c", k, true), (vec![0x1c], false, false));
+        assert_eq!(
+            keys(b"\x1c\x1cx", k, false),
+            (vec![0x1c, b'x'], false, false)
+        );
+        // Anything else after it: detach, and the rest is not sent.
+        assert_eq!(keys(b"xyz", k, true), (Vec::new(), false, true));
+        assert_eq!(keys(b"a\x1cb", k, false), (b"a".to_vec(), false, true));
+        // No detach key: everything passes.
+        assert_eq!(keys(b"\x1c", None, false), (vec![0x1c], false, false));
     }
 }

@@ -192,3 +192,63 @@ fn detach_key_on_new_double_press_and_a_fresh_line() {
         "running"
     );
 }
+
+/// A signal that ends the attach client (SIGTERM, SIGHUP, SIGINT) restores the
+/// terminal, reports itself, and leaves the session running; the single-threaded
+/// client reads these through its signalfd.
+#[test]
+fn a_signal_to_the_attach_client_restores_the_terminal() {
+    let Some(tmux) = Tmux::new("sg") else {
+        panic!("tmux is required for this test (.ci/run installs it)");
+    };
+    let reg = Reg::new();
+    reg.new_session("sg", &["sh"]);
+    let stty_file: PathBuf = reg.root.parent().unwrap().join("stty-sg.txt");
+    let pid_file: PathBuf = reg.root.parent().unwrap().join("attach.pid");
+    let pane_cmd = format!(
+        "sh -c 'echo $$ > {pid}; exec {bin} --root {root} attach sg'; echo LATCH-EXIT:$?; stty -a > {stty}; tmux -L {sock} wait-for -S ended; sleep 600",
+        pid = pid_file.display(),
+        bin = support::latch_bin(),
+        root = reg.root.display(),
+        stty = stty_file.display(),
+        sock = tmux.socket,
+    );
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "80",
+        "-y",
+        "24",
+        &pane_cmd,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    tmux.run(&["send-keys", "-t", "t", "echo attached-$((2*21))", "Enter"]);
+    reg.wait_for("sg", "attached-42");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(tmux.wait_for("ended"), "no end: {}", tmux.capture());
+    let pane = tmux.capture();
+    assert!(pane.contains("SIGTERM received, detached"), "{pane}");
+    let stty = std::fs::read_to_string(&stty_file).unwrap();
+    for flag in ["icanon", "echo", "isig", "opost"] {
+        assert!(
+            stty.split_whitespace().any(|w| w == flag),
+            "terminal not restored ({flag} off): {stty}"
+        );
+    }
+    assert_eq!(
+        reg.run(&["status", "sg", "--json"]).json()["status"],
+        "running"
+    );
+}

@@ -2,7 +2,7 @@
 //! uid, HELLO, BIND, then requests. Blocking IO with timeouts; no runtime.
 
 use latch_wire::Size;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -23,6 +23,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 struct FrameReader {
     stream: UnixStream,
     inbox: Inbox,
+    /// One read's worth of bytes, allocated once.
+    chunk: Box<[u8]>,
 }
 
 /// The writing end of a connection.
@@ -35,21 +37,49 @@ struct FrameWriter {
 impl FrameReader {
     /// Reads the next frame. `Ok(None)`: the daemon closed the connection cleanly.
     fn read_frame(&mut self) -> Result<Option<ServerFrame>, ClientError> {
-        let mut chunk = [0u8; proto::READ_CHUNK];
         loop {
             if let Some(f) = self.inbox.decode()? {
                 return Ok(Some(f));
             }
-            let n = match self.stream.read(&mut chunk) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            match self.fill(false) {
+                Ok(true) => {}
+                Ok(false) => return self.inbox.eof(),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(self.inbox.read_error(e)),
-            };
-            if n == 0 {
-                return self.inbox.eof();
             }
-            self.inbox.feed(&chunk[..n]);
         }
+    }
+
+    /// The next frame if one is buffered or readable without waiting: `Ok(None)`
+    /// when nothing more has arrived yet. (A close reads as `Some(None)`.)
+    fn try_read_frame(&mut self) -> Result<Option<Option<ServerFrame>>, ClientError> {
+        loop {
+            if let Some(f) = self.inbox.decode()? {
+                return Ok(Some(Some(f)));
+            }
+            match self.fill(true) {
+                Ok(true) => {}
+                Ok(false) => return self.inbox.eof().map(Some),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.inbox.read_error(e)),
+            }
+        }
+    }
+
+    /// Reads once into the inbox's buffer (without waiting if `nowait`); false
+    /// at EOF.
+    fn fill(&mut self, nowait: bool) -> io::Result<bool> {
+        use nix::sys::socket::{recv, MsgFlags};
+        use std::os::fd::AsRawFd;
+        let flags = if nowait {
+            MsgFlags::MSG_DONTWAIT
+        } else {
+            MsgFlags::empty()
+        };
+        let n = recv(self.stream.as_raw_fd(), &mut self.chunk, flags)?;
+        self.inbox.feed(self.chunk.get(..n).unwrap_or_default());
+        Ok(n > 0)
     }
 
     /// Sets the read timeout (`None`: block).
@@ -102,7 +132,11 @@ impl Connection {
             stream: write_half,
             outbox,
         };
-        let mut reader = FrameReader { stream, inbox };
+        let mut reader = FrameReader {
+            stream,
+            inbox,
+            chunk: vec![0; proto::READ_CHUNK].into_boxed_slice(),
+        };
         let hs = ClientHandshake::default();
         let wrote = writer.write_frame(&hs.hello());
         let negotiated = proto::welcome(&hs, wrote, reader.read_frame())?;
@@ -290,9 +324,30 @@ impl AttachReader {
         }
     }
 
+    /// The next event if one has already arrived, without waiting: `Ok(None)` when
+    /// none has. For callers that wait on [`AttachReader::as_fd`] themselves (one
+    /// poll loop over the terminal, this connection and signals).
+    pub fn try_next_event(&mut self) -> Result<Option<AttachEvent>, ClientError> {
+        loop {
+            let Some(frame) = self.reader.try_read_frame()? else {
+                return Ok(None);
+            };
+            if let Some(ev) = proto::attach_event(frame) {
+                return ev.map(Some);
+            }
+        }
+    }
+
     /// Sets a read timeout for [`AttachReader::next_event`].
     pub fn set_timeout(&self, t: Option<Duration>) -> Result<(), ClientError> {
         self.reader.set_timeout(t)
+    }
+}
+
+impl std::os::fd::AsFd for AttachReader {
+    /// The connection's socket: readable when an event may have arrived.
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.reader.stream.as_fd()
     }
 }
 

@@ -484,6 +484,18 @@ impl Session {
                 ),
             ));
         }
+        let mut bytes = bytes;
+        if self.input.borrow().chunks.is_empty() {
+            // Nothing is queued before these bytes: write what the terminal takes
+            // now, so a keystroke reaches the program without a task hop; the
+            // writer task takes the rest (and any error) in order.
+            if let Ok(n) = pty::write(self.master.get_ref().as_fd(), &bytes) {
+                if n >= bytes.len() {
+                    return Ok(());
+                }
+                bytes.advance(n);
+            }
+        }
         let mut q = self.input.borrow_mut();
         q.pending = q.pending.saturating_add(bytes.len());
         q.chunks.push_back(bytes);

@@ -37,5 +37,9 @@ echo printed; read x; printf '\033[3J'; echo cleared; exec sleep 1000"#;
     let r = reg.run(&["peek", "sb", "--full", "--plain"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(!r.stdout.contains("line 1 "), "{}", r.stdout);
-    assert!(r.stdout.contains("line 1500"), "the screen stays: {}", r.stdout);
+    assert!(
+        r.stdout.contains("line 1500"),
+        "the screen stays: {}",
+        r.stdout
+    );
 }

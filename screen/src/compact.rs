@@ -7,7 +7,9 @@
 //! is not a default blank, and one run per stretch of cells with the same colours,
 //! flags and extras (combining marks, underline colour, hyperlink). Decoding gives
 //! back cells equal to the ones encoded, so every serializer reads the same cells
-//! either way.
+//! either way. Extras are rare and may be large (a hyperlink's URI): they are not
+//! copied but shared, alacritty's own `Arc`s kept in a side table for the rows that
+//! have any, so the store never holds more of them than alacritty did.
 //!
 //! One row's bytes:
 //!
@@ -18,16 +20,15 @@
 //! ```
 //!
 //! `HEADER` says which of the optional fields follow (a default colour, no flags and
-//! no extra are left out); a colour is a tag and its value; `extra` is the combining
-//! characters (count, then UTF-8), the underline colour and the hyperlink (id and
-//! URI) when present.
+//! no extra are left out); a colour is a tag and its value; `extra` is an index into
+//! the row's table of extras.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use alacritty_terminal::grid::{Dimensions, Row};
 use alacritty_terminal::index::{Column, Line};
-use alacritty_terminal::term::cell::{Cell, CellExtra, Flags, Hyperlink};
+use alacritty_terminal::term::cell::{Cell, CellExtra, Flags};
 use alacritty_terminal::term::{Term, TermMode};
 use alacritty_terminal::vte::ansi::{Color, NamedColor, Processor, Rgb};
 
@@ -45,10 +46,6 @@ const FG: u8 = 1;
 const BG: u8 = 2;
 const FLAGS: u8 = 4;
 const EXTRA: u8 = 8;
-
-const EXTRA_ZEROWIDTH: u8 = 1;
-const EXTRA_UNDERLINE: u8 = 2;
-const EXTRA_LINK: u8 = 4;
 
 /// Every named colour, in the order their tags index.
 const NAMED: [NamedColor; 29] = [
@@ -90,8 +87,13 @@ const DEFAULT_BG: Color = Color::Named(NamedColor::Background);
 #[derive(Debug, Default)]
 pub(crate) struct Store {
     rows: VecDeque<Box<[u8]>>,
+    /// The extras of the rows that have any, by row number, oldest first.
+    extras: VecDeque<(u64, Box<[Arc<CellExtra>]>)>,
+    /// The row number of `rows[0]`.
+    first: u64,
     /// Encoding scratch, reused.
     buf: Vec<u8>,
+    table: Vec<Arc<CellExtra>>,
 }
 
 impl Store {
@@ -102,7 +104,13 @@ impl Store {
     /// Appends `row` as the newest compact row.
     pub(crate) fn push(&mut self, row: &Row<Cell>) {
         self.buf.clear();
-        encode(row, &mut self.buf);
+        self.table.clear();
+        encode(row, &mut self.buf, &mut self.table);
+        if !self.table.is_empty() {
+            let number = self.first + self.rows.len() as u64;
+            self.extras
+                .push_back((number, self.table.drain(..).collect()));
+        }
         self.rows.push_back(Box::from(&self.buf[..]));
     }
 
@@ -110,17 +118,29 @@ impl Store {
     pub(crate) fn keep_newest(&mut self, keep: usize) {
         let drop = self.rows.len().saturating_sub(keep);
         self.rows.drain(..drop);
+        self.first += drop as u64;
+        while self.extras.front().is_some_and(|(n, _)| *n < self.first) {
+            self.extras.pop_front();
+        }
         if self.rows.is_empty() {
             self.rows = VecDeque::new();
+            self.extras = VecDeque::new();
         }
     }
 
     /// Decodes row `i` (0 is the oldest) into `into`.
     pub(crate) fn get(&self, i: usize, into: &mut Row<Cell>) {
-        decode(self.rows.get(i).map_or(&[][..], |b| &b[..]), into);
+        let number = self.first + i as u64;
+        let table = self
+            .extras
+            .binary_search_by_key(&number, |(n, _)| *n)
+            .ok()
+            .and_then(|at| self.extras.get(at))
+            .map_or(&[][..], |(_, t)| &t[..]);
+        decode(self.rows.get(i).map_or(&[][..], |b| &b[..]), table, into);
     }
 
-    /// Bytes held, allocation overhead aside (for the benchmarks).
+    /// Bytes held, allocation overhead and shared extras aside (for the benchmarks).
     pub(crate) fn bytes(&self) -> usize {
         self.rows.iter().map(|r| r.len()).sum::<usize>()
             + self.rows.capacity() * std::mem::size_of::<Box<[u8]>>()
@@ -266,11 +286,6 @@ fn put_varint(out: &mut Vec<u8>, mut v: usize) {
     out.push(u8::try_from(v).unwrap_or_default());
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    put_varint(out, s.len());
-    out.extend_from_slice(s.as_bytes());
-}
-
 fn put_color(out: &mut Vec<u8>, c: Color) {
     match c {
         Color::Named(n) => {
@@ -291,7 +306,7 @@ fn same_style(a: &Cell, b: &Cell) -> bool {
     a.fg == b.fg && a.bg == b.bg && a.flags == b.flags && a.extra == b.extra
 }
 
-fn encode(row: &Row<Cell>, out: &mut Vec<u8>) {
+fn encode(row: &Row<Cell>, out: &mut Vec<u8>, table: &mut Vec<Arc<CellExtra>>) {
     let width = row.len();
     let blank = Cell::default();
     let cells = (0..width)
@@ -312,13 +327,13 @@ fn encode(row: &Row<Cell>, out: &mut Vec<u8>) {
         let end = (start + 1..cells)
             .find(|&c| !same_style(&row[Column(c)], first))
             .unwrap_or(cells);
-        encode_style(first, out);
+        encode_style(first, out, table);
         put_varint(out, end - start);
         start = end;
     }
 }
 
-fn encode_style(cell: &Cell, out: &mut Vec<u8>) {
+fn encode_style(cell: &Cell, out: &mut Vec<u8>, table: &mut Vec<Arc<CellExtra>>) {
     let mut header = 0;
     if cell.fg != DEFAULT_FG {
         header |= FG;
@@ -342,37 +357,21 @@ fn encode_style(cell: &Cell, out: &mut Vec<u8>) {
     if header & FLAGS != 0 {
         out.extend_from_slice(&cell.flags.bits().to_le_bytes());
     }
-    if cell.extra.is_some() {
-        let zw = cell.zerowidth().unwrap_or_default();
-        let ul = cell.underline_color();
-        let link = cell.hyperlink();
-        let mut what = 0;
-        if !zw.is_empty() {
-            what |= EXTRA_ZEROWIDTH;
-        }
-        if ul.is_some() {
-            what |= EXTRA_UNDERLINE;
-        }
-        if link.is_some() {
-            what |= EXTRA_LINK;
-        }
-        out.push(what);
-        if !zw.is_empty() {
-            put_str(out, &zw.iter().collect::<String>());
-        }
-        if let Some(c) = ul {
-            put_color(out, c);
-        }
-        if let Some(l) = link {
-            put_str(out, l.id());
-            put_str(out, l.uri());
-        }
+    if let Some(extra) = &cell.extra {
+        let at = table
+            .iter()
+            .position(|t| Arc::ptr_eq(t, extra))
+            .unwrap_or_else(|| {
+                table.push(Arc::clone(extra));
+                table.len() - 1
+            });
+        put_varint(out, at);
     }
 }
 
 /// Reads what [`encode`] wrote. The bytes are this module's own; a malformed row
 /// (never written) decodes to blanks rather than panicking.
-struct Reader<'a>(&'a [u8]);
+struct Reader<'a>(&'a [u8], &'a [Arc<CellExtra>]);
 
 impl<'a> Reader<'a> {
     fn byte(&mut self) -> Option<u8> {
@@ -400,11 +399,6 @@ impl<'a> Reader<'a> {
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
         Some(head)
-    }
-
-    fn str(&mut self) -> Option<&'a str> {
-        let n = self.varint()?;
-        std::str::from_utf8(self.take(n)?).ok()
     }
 
     fn color(&mut self) -> Option<Color> {
@@ -437,31 +431,15 @@ impl<'a> Reader<'a> {
             cell.flags = Flags::from_bits_retain(u16::from_le_bytes([b[0], b[1]]));
         }
         if header & EXTRA != 0 {
-            let what = self.byte()?;
-            // Built through the cell's own setters, never with a `None` (which would
-            // drop an extra that is present but empty).
-            cell.extra = Some(Arc::new(CellExtra::default()));
-            if what & EXTRA_ZEROWIDTH != 0 {
-                for c in self.str()?.chars() {
-                    cell.push_zerowidth(c);
-                }
-            }
-            if what & EXTRA_UNDERLINE != 0 {
-                let c = self.color()?;
-                cell.set_underline_color(Some(c));
-            }
-            if what & EXTRA_LINK != 0 {
-                let id = self.str()?;
-                let uri = self.str()?;
-                cell.set_hyperlink(Some(Hyperlink::new(Some(id), uri.to_owned())));
-            }
+            let at = self.varint()?;
+            cell.extra = Some(Arc::clone(self.1.get(at)?));
         }
         Some(cell)
     }
 }
 
-fn decode(bytes: &[u8], into: &mut Row<Cell>) {
-    let mut r = Reader(bytes);
+fn decode(bytes: &[u8], extras: &[Arc<CellExtra>], into: &mut Row<Cell>) {
+    let mut r = Reader(bytes, extras);
     let width = r.varint().unwrap_or(0).max(1);
     if into.len() != width {
         *into = Row::new(width);
@@ -533,6 +511,41 @@ mod tests {
     }
 
     #[test]
+    fn extras_are_shared_not_copied() {
+        // Alternating long hyperlinks: alacritty shares two; so does the store.
+        let uri = "x".repeat(100_000);
+        let mut input = String::new();
+        for i in 0..10 {
+            input.push_str(&format!(
+                "\x1b]8;;http://{i}/{uri}\x07a\x1b]8;;http://b/{uri}\x07b"
+            ));
+        }
+        let mut e = Emulator::new_uncompacted(4, 40, 100);
+        e.process(input.as_bytes());
+        let row = &e.term.grid()[Line(0)];
+        let mut store = Store::default();
+        store.push(row);
+        assert!(store.bytes() < 1000, "{}", store.bytes());
+        let mut back = Row::new(1);
+        store.get(0, &mut back);
+        for c in 0..20 {
+            let (a, b) = (&row[Column(c)].extra, &back[Column(c)].extra);
+            assert!(
+                Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()),
+                "col {c}"
+            );
+        }
+        // Rows keep their own extras as older ones are dropped.
+        store.push(&Row::new(40));
+        store.push(row);
+        store.keep_newest(2);
+        store.get(0, &mut back);
+        assert!(back[Column(0)].extra.is_none());
+        store.get(1, &mut back);
+        assert_eq!(back[Column(3)], row[Column(3)]);
+    }
+
+    #[test]
     fn a_row_of_blanks_is_a_few_bytes() {
         let mut store = Store::default();
         store.push(&Row::new(80));
@@ -552,7 +565,7 @@ mod tests {
             &[3, 3, 3, b'a'],
             &[3, 1, 1, b'a', 0xff],
         ] {
-            decode(bytes, &mut back);
+            decode(bytes, &[], &mut back);
             assert!(back.len() >= 1);
         }
     }

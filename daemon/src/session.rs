@@ -267,19 +267,15 @@ impl Session {
         self.settle();
     }
 
-    /// Whether output is queued for the emulator.
+    /// Whether output is queued for the emulator (or memory it can free).
     pub fn output_queued(&self) -> bool {
-        self.term.borrow().queued() > 0
+        let term = self.term.borrow();
+        term.queued() > 0 || term.releasable()
     }
 
     /// Applies the output queued for the emulator (when the program is quiet).
     pub fn apply_output(&self) {
-        let released = {
-            let mut term = self.term.borrow_mut();
-            term.flush();
-            term.take_released()
-        };
-        if released {
+        if self.term.borrow_mut().release() {
             trim_heap();
         }
         self.settle();

@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use alacritty_terminal::grid::{Dimensions, Row};
-use alacritty_terminal::index::{Column, Line};
+use alacritty_terminal::index::Line;
 use alacritty_terminal::term::cell::{Cell, CellExtra, Flags};
 use alacritty_terminal::term::{Term, TermMode};
 use alacritty_terminal::vte::ansi::{Color, NamedColor, Processor, Rgb};
@@ -93,7 +93,7 @@ pub(crate) struct Store {
     first: u64,
     /// Encoding scratch, reused.
     buf: Vec<u8>,
-    table: Vec<Arc<CellExtra>>,
+    scratch: Scratch,
 }
 
 impl Store {
@@ -104,12 +104,12 @@ impl Store {
     /// Appends `row` as the newest compact row.
     pub(crate) fn push(&mut self, row: &Row<Cell>) {
         self.buf.clear();
-        self.table.clear();
-        encode(row, &mut self.buf, &mut self.table);
-        if !self.table.is_empty() {
+        self.scratch.table.clear();
+        encode(row, &mut self.buf, &mut self.scratch);
+        if !self.scratch.table.is_empty() {
             let number = self.first + self.rows.len() as u64;
             self.extras
-                .push_back((number, self.table.drain(..).collect()));
+                .push_back((number, self.scratch.table.drain(..).collect()));
         }
         self.rows.push_back(Box::from(&self.buf[..]));
     }
@@ -158,8 +158,6 @@ pub(crate) struct History {
     window: Option<usize>,
     /// Rows were moved here since alacritty's row cache was last released.
     moved: bool,
-    /// That cache was released since [`take_released`](Self::take_released).
-    released: bool,
 }
 
 impl History {
@@ -169,7 +167,6 @@ impl History {
             scrollback,
             window: compact.then_some(WINDOW),
             moved: false,
-            released: false,
         }
     }
 
@@ -245,18 +242,22 @@ impl History {
         }
     }
 
-    /// Releases the full-cell rows alacritty caches beyond its history (up to a
-    /// thousand) once rows have moved here: the window does not need them.
-    pub(crate) fn release(&mut self, term: &mut Term<Listener>) {
-        if self.moved && !term.mode().contains(TermMode::ALT_SCREEN) {
-            term.grid_mut().truncate();
-            self.moved = false;
-            self.released = true;
-        }
+    /// Whether [`release`](Self::release) would release anything.
+    pub(crate) fn releasable(&self, term: &Term<Listener>) -> bool {
+        self.moved && !term.mode().contains(TermMode::ALT_SCREEN)
     }
 
-    pub(crate) fn take_released(&mut self) -> bool {
-        std::mem::take(&mut self.released)
+    /// Releases the full-cell rows alacritty caches beyond its history (up to a
+    /// thousand) once rows have moved here: the window does not need them. Not
+    /// after every parse: alacritty allocates the thousand again at the next line
+    /// feed. Returns whether it released them.
+    pub(crate) fn release(&mut self, term: &mut Term<Listener>) -> bool {
+        if !self.releasable(term) {
+            return false;
+        }
+        term.grid_mut().truncate();
+        self.moved = false;
+        true
     }
 
     /// Compact rows a capture shows: none on the alternate screen, which has no
@@ -306,31 +307,58 @@ fn same_style(a: &Cell, b: &Cell) -> bool {
     a.fg == b.fg && a.bg == b.bg && a.flags == b.flags && a.extra == b.extra
 }
 
-fn encode(row: &Row<Cell>, out: &mut Vec<u8>, table: &mut Vec<Arc<CellExtra>>) {
-    let width = row.len();
-    let blank = Cell::default();
-    let cells = (0..width)
-        .rev()
-        .find(|&c| row[Column(c)] != blank)
-        .map_or(0, |c| c + 1);
-    put_varint(out, width);
-    put_varint(out, cells);
-    let text: usize = (0..cells).map(|c| row[Column(c)].c.len_utf8()).sum();
-    put_varint(out, text);
-    let mut utf8 = [0u8; 4];
-    for c in 0..cells {
-        out.extend_from_slice(row[Column(c)].c.encode_utf8(&mut utf8).as_bytes());
-    }
+/// Encoding scratch, reused from row to row.
+#[derive(Debug, Default)]
+struct Scratch {
+    text: Vec<u8>,
+    runs: Vec<u8>,
+    table: Vec<Arc<CellExtra>>,
+}
+
+fn is_default(cell: &Cell) -> bool {
+    cell.c == ' '
+        && cell.flags.is_empty()
+        && cell.extra.is_none()
+        && cell.fg == DEFAULT_FG
+        && cell.bg == DEFAULT_BG
+}
+
+/// One pass over the cells (after finding the trailing default ones from the end):
+/// this runs for every row that scrolls past the window.
+fn encode(row: &Row<Cell>, out: &mut Vec<u8>, s: &mut Scratch) {
+    let all = &row[..];
+    let n = all
+        .iter()
+        .rposition(|c| !is_default(c))
+        .map_or(0, |i| i + 1);
+    let cells = all.get(..n).unwrap_or_default();
+    s.text.clear();
+    s.runs.clear();
     let mut start = 0;
-    while start < cells {
-        let first = &row[Column(start)];
-        let end = (start + 1..cells)
-            .find(|&c| !same_style(&row[Column(c)], first))
-            .unwrap_or(cells);
-        encode_style(first, out, table);
-        put_varint(out, end - start);
-        start = end;
+    for (i, cell) in cells.iter().enumerate() {
+        if cell.c.is_ascii() {
+            s.text.push(cell.c as u8);
+        } else {
+            let mut utf8 = [0u8; 4];
+            s.text
+                .extend_from_slice(cell.c.encode_utf8(&mut utf8).as_bytes());
+        }
+        let head = &cells[start];
+        if i > start && !same_style(cell, head) {
+            encode_style(head, &mut s.runs, &mut s.table);
+            put_varint(&mut s.runs, i - start);
+            start = i;
+        }
     }
+    if let Some(head) = cells.get(start) {
+        encode_style(head, &mut s.runs, &mut s.table);
+        put_varint(&mut s.runs, n - start);
+    }
+    put_varint(out, all.len());
+    put_varint(out, n);
+    put_varint(out, s.text.len());
+    out.extend_from_slice(&s.text);
+    out.extend_from_slice(&s.runs);
 }
 
 fn encode_style(cell: &Cell, out: &mut Vec<u8>, table: &mut Vec<Arc<CellExtra>>) {
@@ -444,14 +472,15 @@ fn decode(bytes: &[u8], extras: &[Arc<CellExtra>], into: &mut Row<Cell>) {
     if into.len() != width {
         *into = Row::new(width);
     }
-    let filled = decode_cells(&mut r, into).unwrap_or(0);
-    for c in filled..width {
-        into[Column(c)] = Cell::default();
+    let cells = &mut into[..];
+    let filled = decode_cells(&mut r, cells).unwrap_or(0);
+    for cell in cells.get_mut(filled..).unwrap_or_default() {
+        *cell = Cell::default();
     }
 }
 
 /// Writes the encoded cells into `row`; returns how many.
-fn decode_cells(r: &mut Reader<'_>, row: &mut Row<Cell>) -> Option<usize> {
+fn decode_cells(r: &mut Reader<'_>, row: &mut [Cell]) -> Option<usize> {
     let cells = r.varint()?.min(row.len());
     let len = r.varint()?;
     let text = std::str::from_utf8(r.take(len)?).ok()?;
@@ -461,9 +490,9 @@ fn decode_cells(r: &mut Reader<'_>, row: &mut Row<Cell>) -> Option<usize> {
         let style = r.style()?;
         let n = r.varint()?;
         for _ in 0..n.min(cells - at) {
-            let mut cell = style.clone();
-            cell.c = chars.next()?;
-            row[Column(at)] = cell;
+            let slot = row.get_mut(at)?;
+            slot.clone_from(&style);
+            slot.c = chars.next()?;
             at += 1;
         }
     }
@@ -475,7 +504,7 @@ mod tests {
     use super::*;
     use crate::Emulator;
     use alacritty_terminal::grid::Dimensions;
-    use alacritty_terminal::index::Line;
+    use alacritty_terminal::index::{Column, Line};
 
     /// Every row of an uncompacted emulator's grid survives encoding cell for cell.
     fn round_trips(input: &[u8], cols: u16) {

@@ -224,7 +224,6 @@ impl Emulator {
         if self.queue.capacity() > QUEUE_MIN {
             self.queue.shrink_to(64 * 1024);
         }
-        self.history.release(&mut self.term);
     }
 
     /// Line feeds a skippable run must keep: they push everything before them out.
@@ -366,11 +365,20 @@ impl Emulator {
         }
     }
 
-    /// Whether rows moved to the compact scrollback since the last call, so that
-    /// the full-cell rows they were held in went back to the allocator: the moment
-    /// for a daemon to hand free memory back to the system.
-    pub fn take_released(&mut self) -> bool {
-        self.history.take_released()
+    /// Whether [`release`](Self::release) has memory to release: rows moved to the
+    /// compact scrollback since it last ran.
+    pub fn releasable(&self) -> bool {
+        self.history.releasable(&self.term)
+    }
+
+    /// Applies everything queued, then frees the full-cell rows alacritty keeps in
+    /// reserve once rows have moved to the compact scrollback (for when the program
+    /// is quiet; under a flood they would be allocated again at once). Returns
+    /// whether it freed them: the moment for a daemon to hand free memory back to
+    /// the system.
+    pub fn release(&mut self) -> bool {
+        self.flush();
+        self.history.release(&mut self.term)
     }
 
     /// Heap bytes the compact scrollback holds (allocation overhead aside), and its

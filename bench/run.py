@@ -44,6 +44,7 @@ PEEK_N = 20 if QUICK else 50
 ATTACH_N = 8 if QUICK else 20
 CREATE_N = 8 if QUICK else 20
 LS_SESSIONS = 100 if QUICK else 1000
+SCROLL_MB = 20 if QUICK else 72
 END_MARK = b"END-OF-LATCH-BENCH-DATA"
 
 TMP = tempfile.mkdtemp(prefix="latch-bench-")
@@ -688,6 +689,65 @@ def flood_memory(data, size):
     return out
 
 
+def scrollback_memory():
+    """PSS after a flood of 70-column lines (SCROLL_MB, so the 10,000-line scrollback
+    is full): each latch build's daemon (LATCH_BIN, and LATCH_BIN_BEFORE when set, in
+    the same run) and tmux's server (history-limit 10000), no client attached."""
+    path = os.path.join(TMP, "lines70.txt")
+    line = 0
+    with open(path, "wb") as f:
+        block = []
+        size = 0
+        while size < SCROLL_MB * 1000 * 1000:
+            text = f"{line:09d} " + "".join(chr(97 + (line * 7 + i) % 26) for i in range(60))
+            text = (text + " " * 70)[:70] + "\n"
+            block.append(text)
+            size += len(text)
+            line += 1
+            if len(block) == 4096:
+                f.write("".join(block).encode())
+                block = []
+        f.write("".join(block).encode())
+    size = os.path.getsize(path)
+    out = {"mb": size / 1e6}
+    builds = [("latch", LATCH)]
+    if os.environ.get("LATCH_BIN_BEFORE"):
+        builds.insert(0, ("latch_before", os.environ["LATCH_BIN_BEFORE"]))
+    for tag, binary in builds:
+        done = os.path.join(TMP, f"sb-done-{tag}")
+        r = run([binary, "new", "-d", "--json", "--id", f"sb-{tag}", "--", "sh", "-c",
+                 f"cat '{path}'; : > '{done}'; exec sleep 100000"])
+        v = json.loads(r.stdout)
+        track(v["daemonPid"])
+        track(v["childPid"])
+        LATCH_SESSIONS.append((v["daemonPid"], v["childPid"]))
+        if not wait_until(lambda: os.path.exists(done), 300, 0.02):
+            raise RuntimeError(f"{tag}: flood did not finish")
+        # The daemon applies its queue once the program has been quiet for 5 ms.
+        time.sleep(0.3)
+        out[tag] = (pss_kb(v["daemonPid"]) or 0) / 1024
+        # Then after a full capture (its buffers come and go).
+        full = run([binary, "peek", f"sb-{tag}", "--full", "--plain"]).stdout
+        time.sleep(0.2)
+        out[f"{tag}_after_peek"] = (pss_kb(v["daemonPid"]) or 0) / 1024
+        out[f"{tag}_lines"] = full.count(b"\n") + 1
+    if "tmux" in PEERS:
+        sock = os.path.join(TMP, "tmux-sb.sock")
+        done = os.path.join(TMP, "sb-done-tmux")
+        run(["tmux", "-S", sock, "-f", TMUX_CONF, "new-session", "-d", "-s", "sb", "-x", "80", "-y", "24",
+             f"sh -c \"cat '{path}'; : > '{done}'; exec sleep 100000\""])
+        server = track(int(run(["tmux", "-S", sock, "display", "-p", "#{pid}"]).stdout))
+        wait_until(lambda: os.path.exists(done), 300, 0.02)
+        time.sleep(0.3)
+        out["tmux"] = (pss_kb(server) or 0) / 1024
+        hist = run(["tmux", "-S", sock, "display", "-p", "-t", "sb", "#{history_size}"]).stdout
+        run(["tmux", "-S", sock, "capture-pane", "-p", "-S", "-", "-t", "sb"])
+        time.sleep(0.2)
+        out["tmux_after_peek"] = (pss_kb(server) or 0) / 1024
+        out["tmux_history"] = int(hist or 0)
+    return out
+
+
 def ls_many():
     """`latch ls --json` over LS_SESSIONS real sessions (daemon + sleep each)."""
     out = {}
@@ -777,7 +837,7 @@ def main():
     log(f"peers: {', '.join(PEERS) or 'none'}; skipped: {SKIPPED or 'none'}; scratch {TMP}")
     data, size = make_data()
     log(f"data: {size / 1e6:.0f} MB of text lines")
-    tp, echo, peek, att, cr, mem, fm, wire, ls = {}, {}, {}, {}, {}, {}, {}, {}, {}
+    tp, echo, peek, att, cr, mem, fm, wire, ls, sb = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
     try:
         if wanted("throughput"):
             tp = throughput(data, size)
@@ -805,6 +865,10 @@ def main():
             fm = flood_memory(data, size)
             RESULTS["flood_memory"] = fm
             log("flood memory done")
+        if wanted("scrollback"):
+            sb = scrollback_memory()
+            RESULTS["scrollback_memory"] = sb
+            log("scrollback memory done")
         if wanted("wire"):
             wire = wire_bench()
             RESULTS["wire"] = wire
@@ -846,6 +910,12 @@ def main():
     rows.append(("PSS after a %d MB flood, no client (MB)" % round(size / 1e6), "", fmt(fm.get("latch_after_flood")),
                  fmt(fm.get("tmux_after_flood")), "", "", "", ratio(fm.get("latch_after_flood"), fm.get("tmux_after_flood")),
                  "bounded (scrollback 10,000)"))
+    if sb:
+        for suffix, what in (("", "quiet"), ("_after_peek", "after one full capture")):
+            before = f" (before: {fmt(sb.get('latch_before' + suffix))})" if "latch_before" in sb else ""
+            rows.append(("PSS after a %d MB flood of 70-column lines, history full, %s (MB)" % (round(sb.get("mb", 0)), what), "",
+                         fmt(sb.get("latch" + suffix)) + before, fmt(sb.get("tmux" + suffix)), "", "", "",
+                         ratio(sb.get("latch" + suffix), sb.get("tmux" + suffix)), "<= tmux"))
     rows.append(("PSS during a flood, 1 client SIGSTOPped: before / peak / after (MB)", "",
                  f"{fmt(fm.get('stall_before'))} / {fmt(fm.get('stall_peak'))} / {fmt(fm.get('stall_after'))}",
                  "", "", "", "", "", "bounded"))
@@ -880,6 +950,10 @@ def main():
     print()
     print(f"scrollback after the flood: {fm.get('latch_scrollback_lines')} lines, ends with the data's last line: {fm.get('latch_scrollback_has_end')}; "
           f"stalled client: readers after = {fm.get('stall_readers_after')}, its exit code {fm.get('stall_client_exit')}")
+    if sb:
+        print(f"scrollback memory: latch kept {sb.get('latch_lines')} lines"
+              + (f" (before: {sb.get('latch_before_lines')})" if "latch_before" in sb else "")
+              + f", tmux history_size {sb.get('tmux_history')}")
     print(f"all samples: {out_path}; total {time.monotonic() - T_START:.0f} s")
 
 

@@ -72,6 +72,7 @@ use latch_registry::{CreateSpec, ReadyMessage};
 pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
     close_inherited_fds();
     ignore_sigpipe();
+    session::fixed_mmap_threshold();
     let root = match leave_start_directory(&root, &mut spec) {
         Ok(root) => root,
         Err(e) => {

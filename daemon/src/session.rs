@@ -267,14 +267,17 @@ impl Session {
         self.settle();
     }
 
-    /// Whether output is queued for the emulator.
+    /// Whether output is queued for the emulator (or memory it can free).
     pub fn output_queued(&self) -> bool {
-        self.term.borrow().queued() > 0
+        let term = self.term.borrow();
+        term.queued() > 0 || term.releasable()
     }
 
     /// Applies the output queued for the emulator (when the program is quiet).
     pub fn apply_output(&self) {
-        self.term.borrow_mut().flush();
+        if self.term.borrow_mut().release() {
+            trim_heap();
+        }
         self.settle();
     }
 
@@ -783,5 +786,27 @@ impl Session {
         };
         let json = status::legacy_json(&self.status(), &facts);
         Outbound::Legacy(LegacyServerFrame::Status(Bytes::from(json.to_string())))
+    }
+}
+
+/// Hands the allocator's free pages back to the system. The emulator frees the
+/// full-cell rows its scrollback no longer needs in the middle of the heap, where
+/// `free` alone keeps them resident (glibc).
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory; no pointer is involved.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Large buffers (output queue, full-scrollback snapshots) get their own mappings,
+/// returned to the system when freed: glibc would otherwise raise its threshold to
+/// the largest buffer freed so far and keep every later one in the heap.
+pub(crate) fn fixed_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: sets an allocator parameter; no pointer is involved.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
 }

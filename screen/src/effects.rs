@@ -163,6 +163,8 @@ impl Effects {
                     self.event(e);
                 }
             }
+            // The emulator's own business (the compact scrollback).
+            Seq::Clear { .. } => {}
         }
     }
 }

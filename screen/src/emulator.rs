@@ -3,13 +3,16 @@
 
 use std::time::Duration;
 
-use alacritty_terminal::grid::Dimensions;
+use alacritty_terminal::grid::{Dimensions, Row};
+use alacritty_terminal::index::Line;
+use alacritty_terminal::term::cell::Cell;
 use alacritty_terminal::term::{Config, Term, TermMode};
 use alacritty_terminal::vte::ansi::{Processor, Timeout};
 
+use crate::compact::History;
 use crate::effects::{Effects, Listener, TermEvent};
 use crate::scan::{nth_line_from_end, pen_sgrs, Scan};
-use crate::side::Side;
+use crate::side::{Seq, Side};
 
 /// The smallest grid alacritty_terminal supports (a wide character needs two columns).
 const MIN_COLUMNS: u16 = 2;
@@ -62,8 +65,8 @@ const QUEUE_MAX: usize = 16 << 20;
 pub struct Emulator {
     pub(crate) term: Term<Listener>,
     pub(crate) parser: Processor<NoSync>,
-    /// Lines kept above the screen at most.
-    pub(crate) scrollback: usize,
+    /// The scrollback beyond alacritty's window of recent rows, and its limit.
+    pub(crate) history: History,
     /// Output pushed but not applied yet, in order.
     pub(crate) queue: Vec<u8>,
     /// The scanner's state at the start of `queue`.
@@ -84,6 +87,7 @@ pub struct Emulator {
 fn apply(
     term: &mut Term<Listener>,
     parser: &mut Processor<NoSync>,
+    history: &mut History,
     side: &mut Side,
     fx: &mut Effects,
     bytes: &[u8],
@@ -92,12 +96,15 @@ fn apply(
     side.feed(bytes, |end, seq| hits.push((end, seq)));
     let mut from = 0;
     for (end, seq) in hits {
-        parser.advance(term, bytes.get(from..end).unwrap_or_default());
+        let before = history.advance(term, parser, bytes.get(from..end).unwrap_or_default());
         collect(term, fx);
-        fx.side(seq);
+        match seq {
+            Seq::Clear { likely } => history.after_clear(term, before, likely),
+            seq => fx.side(seq),
+        }
         from = end;
     }
-    parser.advance(term, bytes.get(from..).unwrap_or_default());
+    history.advance(term, parser, bytes.get(from..).unwrap_or_default());
     collect(term, fx);
 }
 
@@ -114,14 +121,27 @@ impl std::fmt::Debug for Emulator {
             .field("rows", &grid.screen_lines())
             .field("cols", &grid.columns())
             .field("history", &grid.history_size())
+            .field("compact", &self.history.store.len())
             .finish()
     }
 }
 
 impl Emulator {
     /// A blank `rows` x `cols` terminal keeping at most `scrollback` lines above the
-    /// screen.
+    /// screen (all but the newest few hundred in the compact store: crate docs).
     pub fn new(rows: u16, cols: u16, scrollback: usize) -> Self {
+        Self::with_history(rows, cols, History::new(scrollback, true))
+    }
+
+    /// Like [`new`](Self::new), with alacritty holding the whole scrollback as full
+    /// rows: the reference the compact store is tested and measured against.
+    #[doc(hidden)]
+    pub fn new_uncompacted(rows: u16, cols: u16, scrollback: usize) -> Self {
+        Self::with_history(rows, cols, History::new(scrollback, false))
+    }
+
+    fn with_history(rows: u16, cols: u16, history: History) -> Self {
+        let scrollback = history.scrollback;
         let config = Config {
             scrolling_history: scrollback,
             ..Config::default()
@@ -130,7 +150,7 @@ impl Emulator {
         Self {
             term: Term::new(config, &Size::new(rows, cols), fx.listener.clone()),
             parser: Processor::new(),
-            scrollback,
+            history,
             queue: Vec::new(),
             scan: Scan::default(),
             skipped: 0,
@@ -195,6 +215,7 @@ impl Emulator {
         apply(
             &mut self.term,
             &mut self.parser,
+            &mut self.history,
             &mut self.side,
             &mut self.fx,
             &self.queue,
@@ -207,7 +228,8 @@ impl Emulator {
 
     /// Line feeds a skippable run must keep: they push everything before them out.
     fn keep_lines(&self) -> usize {
-        self.scrollback
+        self.history
+            .scrollback
             .saturating_add(self.term.grid().screen_lines())
             .saturating_add(2)
     }
@@ -231,6 +253,7 @@ impl Emulator {
                     apply(
                         &mut self.term,
                         &mut self.parser,
+                        &mut self.history,
                         &mut self.side,
                         &mut self.fx,
                         before,
@@ -254,6 +277,7 @@ impl Emulator {
         apply(
             &mut self.term,
             &mut self.parser,
+            &mut self.history,
             &mut self.side,
             &mut self.fx,
             before,
@@ -279,10 +303,12 @@ impl Emulator {
         }
     }
 
-    /// Resizes the screen (lines reflow as in alacritty).
+    /// Resizes the screen (lines reflow as in alacritty; compact scrollback rows keep
+    /// the width they had: SPEC §4.4).
     pub fn resize(&mut self, rows: u16, cols: u16) {
         self.flush();
         self.term.resize(Size::new(rows, cols));
+        self.history.compact(&mut self.term);
         // Resizing resets the scroll region.
         self.scan.region = false;
     }
@@ -301,6 +327,65 @@ impl Emulator {
     #[cfg(test)]
     pub fn history(&mut self) -> usize {
         self.flush();
-        self.term.grid().history_size()
+        self.history_len()
+    }
+
+    /// Rows above the screen a capture shows: the compact ones, then alacritty's.
+    pub(crate) fn history_len(&self) -> usize {
+        self.history.shown(&self.term) + self.term.grid().history_size()
+    }
+
+    /// Calls `each(index, row)` for every row from the oldest of the scrollback
+    /// (`full`) or the screen's top to the screen's bottom; `index` counts from the
+    /// oldest scrollback row. Compact rows are rebuilt as alacritty's.
+    pub(crate) fn each_row(&self, full: bool, mut each: impl FnMut(usize, &Row<Cell>)) {
+        let grid = self.term.grid();
+        let stored = self.history.shown(&self.term);
+        let history = grid.history_size();
+        let mut index = 0;
+        if full {
+            let mut row = Row::new(1);
+            for i in 0..stored {
+                self.history.store.get(i, &mut row);
+                each(index, &row);
+                index += 1;
+            }
+        } else {
+            index = stored + history;
+        }
+        let top = if full {
+            -i32::try_from(history).unwrap_or(0)
+        } else {
+            0
+        };
+        let bottom = i32::try_from(grid.screen_lines()).unwrap_or(i32::MAX);
+        for line in top..bottom {
+            each(index, &grid[Line(line)]);
+            index += 1;
+        }
+    }
+
+    /// Whether [`release`](Self::release) has memory to release: rows moved to the
+    /// compact scrollback since it last ran.
+    pub fn releasable(&self) -> bool {
+        self.history.releasable(&self.term)
+    }
+
+    /// Applies everything queued, then frees the full-cell rows alacritty keeps in
+    /// reserve once rows have moved to the compact scrollback (for when the program
+    /// is quiet; under a flood they would be allocated again at once). Returns
+    /// whether it freed them: the moment for a daemon to hand free memory back to
+    /// the system.
+    pub fn release(&mut self) -> bool {
+        self.flush();
+        self.history.release(&mut self.term)
+    }
+
+    /// Heap bytes the compact scrollback holds (allocation overhead aside), and its
+    /// rows: for the benchmarks.
+    #[doc(hidden)]
+    pub fn compact_bytes(&mut self) -> (usize, usize) {
+        self.flush();
+        (self.history.store.bytes(), self.history.store.len())
     }
 }

@@ -26,7 +26,7 @@
 use std::fmt::Write as _;
 
 use alacritty_terminal::grid::{Dimensions, Row};
-use alacritty_terminal::index::{Column, Line};
+use alacritty_terminal::index::Column;
 use alacritty_terminal::term::cell::{Cell, Flags};
 use alacritty_terminal::term::TermMode;
 use alacritty_terminal::vte::ansi::{Color, NamedColor};
@@ -55,8 +55,8 @@ pub fn legacy_lines(term: &mut Emulator) -> (usize, usize) {
     term.flush();
     let grid = term.term.grid();
     (
-        grid.history_size() + grid.screen_lines(),
-        grid.screen_lines() + term.scrollback,
+        term.history_len() + grid.screen_lines(),
+        grid.screen_lines() + term.history.scrollback,
     )
 }
 
@@ -402,16 +402,13 @@ fn row_cells(row: &Row<Cell>, cols: usize, cursor_col: Option<usize>) -> Vec<XCe
 /// pty's `getPlainScreen()` / `getFullPlainScreen()`: every row on its own line (a
 /// wrapped row too), right-trimmed of null cells, trailing empty lines dropped.
 fn plain_text(term: &Emulator, full: bool) -> String {
-    let grid = term.term.grid();
-    let cols = grid.columns();
-    let history = i32::try_from(grid.history_size()).unwrap_or(0);
-    let rows = i32::try_from(grid.screen_lines()).unwrap_or(0);
-    let cursor = grid.cursor.point;
-    let top = if full { -history } else { 0 };
+    let cursor = term.term.grid().cursor.point;
+    let cursor_row = term.history_len() + usize::try_from(cursor.line.0).unwrap_or(0);
     let mut lines: Vec<String> = Vec::new();
-    for l in top..rows {
-        let cursor_col = (Line(l) == cursor.line).then_some(cursor.column.0);
-        let cells = row_cells(&grid[Line(l)], cols, cursor_col);
+    term.each_row(full, |abs, row| {
+        let cursor_col = (abs == cursor_row).then_some(cursor.column.0);
+        // A compact scrollback row keeps the width it had (SPEC §4.4).
+        let cells = row_cells(row, row.len(), cursor_col);
         let trimmed = cells
             .iter()
             .rposition(|x| !x.chars.is_empty())
@@ -425,7 +422,7 @@ fn plain_text(term: &Emulator, full: bool) -> String {
             }
         }
         lines.push(s);
-    }
+    });
     while lines.last().is_some_and(String::is_empty) {
         lines.pop();
     }
@@ -458,7 +455,7 @@ impl Serializer {
     fn new(term: &Emulator, full: bool) -> Self {
         let grid = term.term.grid();
         let cols = grid.columns();
-        let history = grid.history_size();
+        let history = term.history_len();
         let screen = grid.screen_lines();
         let total = history + screen;
         let first = if full { 0 } else { history };
@@ -471,13 +468,13 @@ impl Serializer {
         };
         let mut rows = Vec::with_capacity(total - first);
         let mut wrapped = Vec::with_capacity(total - first);
-        for abs in first..total {
-            let line = Line(i32::try_from(abs).unwrap_or(0) - i32::try_from(history).unwrap_or(0));
-            let row = &grid[line];
+        term.each_row(full, |abs, row| {
             let cc = (abs == cursor_row).then_some(cursor_col);
-            rows.push(row_cells(row, cols, cc));
-            wrapped.push(row[Column(cols - 1)].flags.contains(Flags::WRAPLINE));
-        }
+            // A compact scrollback row keeps the width it had (SPEC §4.4).
+            let width = row.len();
+            rows.push(row_cells(row, width, cc));
+            wrapped.push(row[Column(width - 1)].flags.contains(Flags::WRAPLINE));
+        });
         Self {
             rows,
             wrapped,

@@ -90,17 +90,12 @@ impl Emulator {
         mut each: impl FnMut(&mut String, &alacritty_terminal::grid::Row<Cell>, usize, &mut Pen),
     ) {
         let grid = self.term.grid();
-        let cols = grid.columns();
-        let top = if full {
-            -i32::try_from(grid.history_size()).unwrap_or(0)
-        } else {
-            0
-        };
-        let bottom = i32::try_from(grid.screen_lines()).unwrap_or(i32::MAX);
-        out.reserve(usize::try_from(bottom - top).unwrap_or(0) * (cols / 2));
+        let shown = grid.screen_lines() + if full { self.history_len() } else { 0 };
+        out.reserve(shown * (grid.columns() / 2));
         let mut pen = Pen::default();
-        for line in top..bottom {
-            let row = &grid[Line(line)];
+        self.each_row(full, |_, row| {
+            // A compact scrollback row keeps the width it had (SPEC §4.4).
+            let cols = row.len();
             let wrapped = row[Column(cols - 1)].flags.contains(Flags::WRAPLINE);
             let end = if wrapped {
                 cols
@@ -117,7 +112,7 @@ impl Emulator {
                 }
                 out.push('\n');
             }
-        }
+        });
         let trimmed = out.trim_end_matches('\n').len();
         out.truncate(trimmed);
         if pen != Pen::default() {

@@ -1,7 +1,9 @@
 //! The side scanner: finds, in program output, the few sequences alacritty_terminal's
 //! parser drops (XTVERSION and the desktop notifications OSC 9, OSC 99 and OSC 777),
 //! and where each ends, so the emulator can act on them in order with everything the
-//! parser does (SPEC §4.4).
+//! parser does (SPEC §4.4). It also reports every sequence that may clear the
+//! scrollback (any `CSI … J`, any `ESC … c`), so the compact scrollback is cleared
+//! with alacritty's.
 //!
 //! It follows the escape grammar coarsely, across pushes: text is skipped with
 //! `memchr`, a CSI's parameters and an OSC's payload are kept up to
@@ -22,6 +24,9 @@ pub(crate) enum Seq {
     XtVersion,
     /// An OSC whose number is 9, 99 or 777, with its whole payload (after `NUMBER;`).
     Notify { osc: u16, payload: Vec<u8> },
+    /// A `CSI … J` or an `ESC … c`; `likely`: it reads as `CSI 3 J` (erase the
+    /// scrollback) or RIS (`ESC c`) as alacritty's parser reads them.
+    Clear { likely: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,13 +102,26 @@ impl Side {
                     b'P' | b'X' | b'^' | b'_' => self.start(St::Str),
                     ESC => self.start(St::Esc),
                     // Intermediates keep the escape going; anything else ends it.
-                    0x20..=0x2f => {}
+                    0x20..=0x2f => self.keep(b),
+                    b'c' => {
+                        hit(
+                            i,
+                            Seq::Clear {
+                                likely: self.buf.is_empty(),
+                            },
+                        );
+                        self.start(St::Ground);
+                    }
                     _ => self.start(St::Ground),
                 },
                 St::Csi => match b {
                     0x40..=0x7e => {
                         if b == b'q' && !self.over && matches!(&self.buf[..], b">" | b">0") {
                             hit(i, Seq::XtVersion);
+                        }
+                        if b == b'J' {
+                            let likely = !self.over && erases_scrollback(&self.buf);
+                            hit(i, Seq::Clear { likely });
                         }
                         self.start(St::Ground);
                     }
@@ -170,6 +188,29 @@ impl Side {
     }
 }
 
+/// Whether `CSI params J` erases the scrollback as alacritty's parser reads it: no
+/// private marker or intermediate, the first parameter 3 (its first sub-parameter;
+/// leading zeros allowed), at most 32 parameters.
+fn erases_scrollback(params: &[u8]) -> bool {
+    if !params
+        .iter()
+        .all(|&b| b.is_ascii_digit() || b == b';' || b == b':')
+    {
+        return false;
+    }
+    if params.iter().filter(|&&b| b == b';' || b == b':').count() >= 32 {
+        return false;
+    }
+    let first = params
+        .split(|&b| b == b';' || b == b':')
+        .next()
+        .unwrap_or_default();
+    let value = first.iter().fold(0u16, |v, &d| {
+        v.saturating_mul(10).saturating_add(u16::from(d - b'0'))
+    });
+    value == 3
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,6 +253,19 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn reports_what_may_clear_the_scrollback() {
+        let got = scan(&[b"\x1b[3J\x1b[J\x1b[2J\x1b[?3J\x1b[03;1J\x1b(c\x1bc"]);
+        let likely: Vec<bool> = got
+            .iter()
+            .map(|(_, s)| match s {
+                Seq::Clear { likely } => *likely,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(likely, [true, false, false, false, true, false, true]);
     }
 
     #[test]

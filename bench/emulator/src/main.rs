@@ -3,6 +3,7 @@
 //! ```sh
 //! cd bench/emulator && cargo run --release            # vt100, alacritty_terminal, avt
 //! cargo run --release --features termwiz              # + termwiz's escape parser alone
+//! cargo run --release -- scrollback                   # the scrollback's memory only
 //! ```
 //!
 //! For each candidate and each input (about 50 MB each, as a PTY delivers it: `\r\n`
@@ -326,6 +327,70 @@ fn daemon_path(inputs: &[Vec<u8>; 3]) -> ([f64; 3], [u64; 3]) {
     (rates, skipped)
 }
 
+/// `cargo run --release -- scrollback`: heap held after a 72 MB flood of 70-column
+/// lines (24x80, scrollback 10,000, the daemon's path: push per 16 KiB, then what it
+/// does when the program is quiet: apply the queue and release spare rows),
+/// with the compact scrollback and with alacritty holding every row (the reference),
+/// in the same run; the compact store's own bytes per row; and that path's
+/// throughput on the same input and on the SGR-heavy one (best of `RUNS`).
+fn scrollback_memory() {
+    let mut text = Vec::with_capacity(72_000_000 + 128);
+    let mut line = 0u64;
+    while text.len() < 72_000_000 {
+        let mut l = format!("{line:09} ");
+        l.extend((0..60).map(|i| char::from(b'a' + ((line * 7 + i) % 26) as u8)));
+        text.extend_from_slice(l.as_bytes());
+        text.extend_from_slice(b"\r\n");
+        line += 1;
+    }
+    let sgr = sgr_text();
+    let make = |compact: bool| {
+        if compact {
+            emulator::Emulator::new(24, 80, SCROLLBACK)
+        } else {
+            emulator::Emulator::new_uncompacted(24, 80, SCROLLBACK)
+        }
+    };
+    let rate = |compact: bool, input: &[u8]| {
+        let mut best = Duration::MAX;
+        for _ in 0..RUNS {
+            let mut e = make(compact);
+            let t = Instant::now();
+            for chunk in input.chunks(CHUNK) {
+                e.push(chunk);
+            }
+            e.flush();
+            best = best.min(t.elapsed());
+            black_box(&e);
+        }
+        input.len() as f64 / best.as_secs_f64() / 1e6
+    };
+    println!("| scrollback (72 MB of 70-column lines, 24x80, 10,000 lines) | heap held | compact store | bytes per compact row | rows kept | daemon path, these lines MB/s | daemon path, SGR-heavy MB/s |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, compact) in [("alacritty holds every row (before)", false), ("compact store (after)", true)] {
+        let before = LIVE.load(Ordering::Relaxed);
+        let mut e = make(compact);
+        for chunk in text.chunks(CHUNK) {
+            e.push(chunk);
+        }
+        // What the daemon does once the program is quiet.
+        e.release();
+        let held = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+        let (bytes, rows) = e.compact_bytes();
+        let kept = e.plain(true).lines().count();
+        black_box(&e);
+        drop(e);
+        println!(
+            "| {name} | {:.2} MB | {:.2} MB | {} | {kept} | {:.1} | {:.1} |",
+            held as f64 / 1e6,
+            bytes as f64 / 1e6,
+            if rows > 0 { format!("{:.1}", bytes as f64 / rows as f64) } else { "—".into() },
+            rate(compact, &text),
+            rate(compact, &sgr),
+        );
+    }
+}
+
 #[cfg(feature = "termwiz")]
 fn termwiz_parse(inputs: &[Vec<u8>; 3]) -> [f64; 3] {
     let mut out = [0.0; 3];
@@ -350,6 +415,10 @@ fn termwiz_parse(inputs: &[Vec<u8>; 3]) -> [f64; 3] {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "scrollback") {
+        scrollback_memory();
+        return;
+    }
     let t = Instant::now();
     let inputs = [seq_text(), base64_text(), sgr_text()];
     // About two 50x200 screens of colourful lines, wrapped at 200 columns.

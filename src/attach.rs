@@ -179,18 +179,9 @@ fn readable_within(limit: std::time::Duration) -> bool {
     }
 }
 
-/// Attaches this terminal to `session` until detach, exit, or the daemon closes.
-/// Returns 0 after a detach, the program's exit code (`program_code`) after its
-/// end. `history` scrollback lines are written first.
-pub fn interactive(
-    client: &Client,
-    session: &SessionRef,
-    read_only: bool,
-    detach_key: Option<u8>,
-    history_lines: usize,
-) -> Result<i32, ClientError> {
-    // Block the signals we handle before any thread starts, so that only the
-    // signal thread receives them (sigwait).
+/// Blocks the signals attach handles, before any thread starts (and before ssh
+/// is spawned for `--host`), so that only attach's signal thread receives them.
+pub fn block_signals() -> Result<SigSet, ClientError> {
     let mut handled = SigSet::empty();
     for s in [
         Signal::SIGWINCH,
@@ -203,12 +194,40 @@ pub fn interactive(
     handled
         .thread_block()
         .map_err(|e| ClientError::Other(format!("sigmask: {e}")))?;
+    Ok(handled)
+}
 
-    let (rows, cols) = size();
-    let mut bound = match client.connect(session) {
+/// Attaches this terminal to `session` until detach, exit, or the daemon closes.
+/// Returns 0 after a detach, the program's exit code (`program_code`) after its
+/// end. `history` scrollback lines are written first.
+pub fn interactive(
+    client: &Client,
+    session: &SessionRef,
+    read_only: bool,
+    detach_key: Option<u8>,
+    history_lines: usize,
+) -> Result<i32, ClientError> {
+    let handled = block_signals()?;
+    let bound = match client.connect(session) {
         Ok(b) => b,
         Err(e) => return show_final(client, session, e),
     };
+    attach_bound(handled, bound, read_only, detach_key, history_lines, None)
+}
+
+/// Attaches this terminal through `bound` (signals blocked by [`block_signals`]).
+/// `remote`: the host of a `--host` attach, whose lost connection is exit 7
+/// (SPEC.md §12.4) rather than a detach.
+pub fn attach_bound(
+    handled: SigSet,
+    mut bound: latch_client::Bound,
+    read_only: bool,
+    detach_key: Option<u8>,
+    history_lines: usize,
+    remote: Option<&str>,
+) -> Result<i32, ClientError> {
+    let session = &bound.target().clone();
+    let (rows, cols) = size();
     let scrollback = if history_lines > 0 {
         history(&mut bound, history_lines)?
     } else {
@@ -304,6 +323,7 @@ pub fn interactive(
     }
 
     let mut outcome = None;
+    let mut detached = false;
     let mut last_byte = attached.screen.last().copied();
     loop {
         match reader.next_event() {
@@ -314,7 +334,11 @@ pub fn interactive(
                 last_byte = b.last().copied().or(last_byte);
             }
             Ok(AttachEvent::Exit(s)) => outcome = Some(s),
-            Ok(AttachEvent::Detached | AttachEvent::Closed) => break,
+            Ok(AttachEvent::Detached) => {
+                detached = true;
+                break;
+            }
+            Ok(AttachEvent::Closed) => break,
             Ok(AttachEvent::Error { code, detail }) => {
                 drop(guard);
                 if code == latch_wire::ErrorCode::TooSlow {
@@ -348,9 +372,18 @@ pub fn interactive(
             eprintln!("{}", exit_message(&session.id, s.code, s.signal));
             Ok(program_code(s.code, s.signal))
         }
-        None => {
-            eprintln!("[latch: detached from {}]", session.id);
-            Ok(exit::OK)
-        }
+        None => match remote.filter(|_| !detached) {
+            Some(host) => Err(ClientError::unreachable(
+                latch_client::UnreachableCause::Host,
+                format!(
+                    "the connection to host {host} was lost; session {} keeps running there",
+                    session.id
+                ),
+            )),
+            None => {
+                eprintln!("[latch: detached from {}]", session.id);
+                Ok(exit::OK)
+            }
+        },
     }
 }

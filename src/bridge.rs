@@ -155,10 +155,7 @@ fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
     }
     let status = latch_client::derive_status(&target.record);
     let json = crate::shapes::SessionJson::new(&target.record, &status);
-    let socket = match UnixStream::connect(client.registry().socket_path(&target.session.id)) {
-        Ok(s) => Some(s),
-        Err(_) => None,
-    };
+    let socket = UnixStream::connect(client.registry().socket_path(&target.session.id)).ok();
     if let Some(s) = &socket {
         check_peer_uid(s)?;
     }

@@ -508,7 +508,13 @@ mod tests {
             v(&error(Some(vec!["a".into()]))),
             v(&error(None)),
         );
-        assert_eq!(shapes.len(), 13, "a shape in SPEC §10 without a type here");
+        let down = HostDownJson {
+            host: "h".into(),
+            status: "unreachable",
+            error: "e".into(),
+        };
+        check(&shapes, "host down", v(&down), v(&down));
+        assert_eq!(shapes.len(), 14, "a shape in SPEC §10 without a type here");
     }
 
     /// Serialising any shape to a JSON value, through one signature.

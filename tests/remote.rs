@@ -268,7 +268,7 @@ fn a_stale_expect_is_refused_across_ssh_and_the_replacement_is_untouched() {
         .new_session("st", &["sh", "-c", "echo replacement; exec cat"]);
     assert_ne!(old, new);
     s.alpha.wait_for("st", "replacement");
-    let pid = s.alpha.record("st")["child"]["pid"].as_u64().unwrap() as u32;
+    let pid = u32::try_from(s.alpha.record("st")["child"]["pid"].as_u64().unwrap()).unwrap();
 
     let sent = s.run(&[
         "--host", "alpha", "send", "st", "--expect", &old, "INJECTED",
@@ -610,7 +610,7 @@ fn attach_through_ssh_typing_resize_detach_and_a_dropped_connection() {
     assert!(!pids.is_empty(), "no bridge found");
     for pid in pids {
         let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
             nix::sys::signal::Signal::SIGKILL,
         );
     }

@@ -3,11 +3,14 @@
 //! program's exit code as ours.
 
 use std::io::{Read, Write};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::Instant;
 
 use latch_client::{exit, AttachEvent, AttachMode, Client, ClientError, PeekOptions, PeekScope};
 use latch_wire::SessionRef;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::termios::{self, SetArg, Termios};
 
 /// Restores the terminal when dropped (normal return, error, or unwinding panic).
@@ -186,26 +189,9 @@ fn keys(bytes: &[u8], detach_key: Option<u8>, mut pending: bool) -> (Vec<u8>, bo
     (send, pending, false)
 }
 
-/// Attaches this terminal to `session` until detach, exit, or the daemon closes.
-/// Returns 0 after a detach, the program's exit code (`program_code`) after its
-/// end. `history` scrollback lines are written first.
-///
-/// One thread, one poll loop over the terminal, the connection and a signalfd
-/// (window size, and the signals that end the attachment): a keystroke and its
-/// echo pass through no thread hand-off.
-pub fn interactive(
-    client: &Client,
-    session: &SessionRef,
-    read_only: bool,
-    detach_key: Option<u8>,
-    history_lines: usize,
-) -> Result<i32, ClientError> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use nix::sys::signalfd::{SfdFlags, SignalFd};
-    use std::os::fd::AsFd;
-    use std::time::Instant;
-
-    // The signals we handle arrive through the signalfd, never as handlers.
+/// Blocks the signals attach handles, before any thread starts (and before ssh
+/// is spawned for `--host`), so that they reach attach only through its signalfd.
+pub fn block_signals() -> Result<SigSet, ClientError> {
     let mut handled = SigSet::empty();
     for s in [
         Signal::SIGWINCH,
@@ -218,14 +204,44 @@ pub fn interactive(
     handled
         .thread_block()
         .map_err(|e| ClientError::Other(format!("sigmask: {e}")))?;
-    let signals = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-        .map_err(|e| ClientError::Other(format!("signalfd: {e}")))?;
+    Ok(handled)
+}
 
-    let (rows, cols) = size();
-    let mut bound = match client.connect(session) {
+/// Attaches this terminal to `session` until detach, exit, or the daemon closes.
+/// Returns 0 after a detach, the program's exit code (`program_code`) after its
+/// end. `history` scrollback lines are written first.
+pub fn interactive(
+    client: &Client,
+    session: &SessionRef,
+    read_only: bool,
+    detach_key: Option<u8>,
+    history_lines: usize,
+) -> Result<i32, ClientError> {
+    let handled = block_signals()?;
+    let bound = match client.connect(session) {
         Ok(b) => b,
         Err(e) => return show_final(client, session, e),
     };
+    attach_bound(handled, bound, read_only, detach_key, history_lines, None)
+}
+
+/// Attaches this terminal through `bound` (signals blocked by [`block_signals`]).
+/// `remote`: the host of a `--host` attach, whose lost connection is exit 7
+/// (SPEC.md §12.4) rather than a detach.
+///
+/// One thread, one poll loop over the terminal, the connection and a signalfd
+/// (window size, and the signals that end the attachment): a keystroke and its
+/// echo pass through no thread hand-off.
+pub fn attach_bound(
+    handled: SigSet,
+    mut bound: latch_client::Bound,
+    read_only: bool,
+    detach_key: Option<u8>,
+    history_lines: usize,
+    remote: Option<&str>,
+) -> Result<i32, ClientError> {
+    let session = &bound.target().clone();
+    let (rows, cols) = size();
     let scrollback = if history_lines > 0 {
         history(&mut bound, history_lines)?
     } else {
@@ -243,6 +259,8 @@ pub fn interactive(
     let _ = stdout.write_all(&attached.screen);
     let _ = stdout.flush();
 
+    let signals = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| ClientError::Other(format!("signalfd: {e}")))?;
     let mut last_byte = attached.screen.last().copied();
     let mut reader = attached.reader;
     let mut writer = attached.writer;
@@ -252,6 +270,7 @@ pub fn interactive(
     // When a detach key was pressed, waiting for a second one.
     let mut pending: Option<Instant> = None;
     let mut outcome = None;
+    let mut detached = false;
     'serve: loop {
         // Everything that has arrived, before waiting again.
         while let Some(event) = reader
@@ -266,7 +285,11 @@ pub fn interactive(
                     last_byte = b.last().copied().or(last_byte);
                 }
                 AttachEvent::Exit(s) => outcome = Some(s),
-                AttachEvent::Detached | AttachEvent::Closed => break 'serve,
+                AttachEvent::Detached => {
+                    detached = true;
+                    break 'serve;
+                }
+                AttachEvent::Closed => break 'serve,
                 AttachEvent::Error { code, detail } => {
                     drop(guard);
                     if code == latch_wire::ErrorCode::TooSlow {
@@ -377,10 +400,19 @@ pub fn interactive(
             eprintln!("{}", exit_message(&session.id, s.code, s.signal));
             Ok(program_code(s.code, s.signal))
         }
-        None => {
-            eprintln!("[latch: detached from {}]", session.id);
-            Ok(exit::OK)
-        }
+        None => match remote.filter(|_| !detached) {
+            Some(host) => Err(ClientError::unreachable(
+                latch_client::UnreachableCause::Host,
+                format!(
+                    "the connection to host {host} was lost; session {} keeps running there",
+                    session.id
+                ),
+            )),
+            None => {
+                eprintln!("[latch: detached from {}]", session.id);
+                Ok(exit::OK)
+            }
+        },
     }
 }
 

@@ -16,6 +16,16 @@ pub struct Cli {
     /// Output JSON (SPEC.md §10); errors are also printed as JSON on stdout.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Run the command against the registry on HOST, through ssh (SPEC.md §12):
+    /// an ssh alias or user@host; `ls` takes several (repeated, or a,b).
+    #[arg(
+        long,
+        global = true,
+        value_name = "HOST",
+        env = "LATCH_HOST",
+        value_delimiter = ','
+    )]
+    pub host: Vec<String>,
     /// Without a command: the running sessions, and how to create and attach.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -254,6 +264,9 @@ pub enum Command {
     },
     /// Print latch's manual page (roff): `latch man | man -l -`.
     Man,
+    /// The remote end of --host (internal): one request on stdin (SPEC.md §12).
+    #[command(hide = true)]
+    Bridge,
     /// Run a session daemon (internal).
     #[command(hide = true)]
     Daemon {

@@ -1,6 +1,7 @@
 //! Dispatch, and the helpers every command shares; one module per group of
 //! commands.
 
+mod hosts;
 mod lifecycle;
 mod registry_ops;
 mod sessions;
@@ -95,6 +96,10 @@ pub(crate) fn secs(s: f64) -> Result<Duration, ClientError> {
 
 /// Runs the parsed command; returns the exit code.
 pub fn run(cli: Cli) -> Result<i32, ClientError> {
+    // --host, or a HOST:ID reference: the same command on another host (SPEC.md §12).
+    if let Some(route) = hosts::route(&cli)? {
+        return hosts::run(route, cli);
+    }
     let root = cli.root.as_ref();
     let json = cli.json;
     let Some(command) = cli.command else {
@@ -104,6 +109,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Completions { shell } => crate::complete::script(shell),
         Command::Man => crate::complete::man(),
         Command::Daemon { root, spec } => lifecycle::daemon(root, spec),
+        Command::Bridge => Ok(crate::bridge::run()),
         Command::New(args) => sessions::new(root, args, json),
         Command::Attach {
             reference,

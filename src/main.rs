@@ -1,6 +1,7 @@
 //! `latch`: parse, dispatch, map errors to exit codes.
 
 mod attach;
+mod bridge;
 mod cli;
 mod commands;
 mod complete;
@@ -8,6 +9,7 @@ mod events;
 mod keys;
 mod legacy_dir;
 mod output;
+mod remote;
 mod shapes;
 
 use clap::Parser;

@@ -241,6 +241,51 @@ pub struct ErrorBody {
     pub candidates: Option<Vec<String>>,
 }
 
+/// A host `ls --host` could not list (SPEC.md §12.6).
+#[derive(Debug, Clone, Serialize)]
+pub struct HostDownJson {
+    pub host: String,
+    pub status: &'static str,
+    pub error: String,
+}
+
+/// An error body as read back from another host's latch (`--host`, SPEC.md §12).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBodyOwned {
+    pub kind: String,
+    pub message: String,
+    pub exit_code: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Vec<String>>,
+}
+
+impl ErrorBodyOwned {
+    pub fn of(e: &ClientError) -> Self {
+        let body = ErrorJson::from(e).error;
+        Self {
+            kind: body.kind.into(),
+            message: body.message,
+            exit_code: body.exit_code,
+            candidates: body.candidates,
+        }
+    }
+
+    /// The error, with its kind and exit code (1..=12, else 1), named by host.
+    pub fn relayed(self, host: &crate::remote::Host) -> ClientError {
+        ClientError::Relayed {
+            host: host.to_string(),
+            kind: self.kind,
+            exit_code: if (1..=12).contains(&self.exit_code) {
+                self.exit_code
+            } else {
+                latch_client::exit::OTHER
+            },
+            message: self.message,
+        }
+    }
+}
+
 /// `{"error": ...}`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ErrorJson {
@@ -463,7 +508,13 @@ mod tests {
             v(&error(Some(vec!["a".into()]))),
             v(&error(None)),
         );
-        assert_eq!(shapes.len(), 13, "a shape in SPEC §10 without a type here");
+        let down = HostDownJson {
+            host: "h".into(),
+            status: "unreachable",
+            error: "e".into(),
+        };
+        check(&shapes, "host down", v(&down), v(&down));
+        assert_eq!(shapes.len(), 14, "a shape in SPEC §10 without a type here");
     }
 
     /// Serialising any shape to a JSON value, through one signature.

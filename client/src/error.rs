@@ -32,6 +32,8 @@ pub enum UnreachableCause {
     Unprovable,
     /// Another IO failure on the connection.
     Io,
+    /// Another host could not be reached through ssh (`--host`, SPEC.md §12).
+    Host,
 }
 
 /// What a client found instead of a daemon speaking its protocol.
@@ -49,12 +51,15 @@ pub enum Mismatch {
     Version,
     /// A frame that does not decode, or one the protocol does not allow here.
     BadFrame,
+    /// The latch on another host is missing, or speaks no remote protocol version
+    /// this one does (`--host`, SPEC.md §12).
+    Remote,
 }
 
 impl Mismatch {
     /// Whether restarting the session with this latch would help.
     fn hints_upgrade(self) -> bool {
-        !matches!(self, Self::BadFrame)
+        !matches!(self, Self::BadFrame | Self::Remote)
     }
 }
 
@@ -161,6 +166,18 @@ pub enum ClientError {
     },
     /// A registry operation failed (the source is kept).
     Registry(RegistryError),
+    /// An error the latch on another host reported (`--host`, SPEC.md §12), with
+    /// its kind and exit code as it gave them.
+    Relayed {
+        /// The host.
+        host: String,
+        /// The error's kind (SPEC.md §10).
+        kind: String,
+        /// Its exit code.
+        exit_code: i32,
+        /// Its message.
+        message: String,
+    },
     /// Anything else.
     Other(String),
 }
@@ -213,6 +230,7 @@ impl ClientError {
             Self::Refused(_) => exit::REFUSED,
             Self::TimedOut(_) => exit::TIMED_OUT,
             Self::Exists(_) | Self::Other(_) => exit::OTHER,
+            Self::Relayed { exit_code, .. } => *exit_code,
             Self::Create { kind, .. } => match kind {
                 FailureKind::Exists => exit::OTHER,
                 FailureKind::Busy => exit::BUSY,
@@ -279,6 +297,20 @@ impl ClientError {
                 _ => "other",
             },
             Self::Daemon { code, .. } => code.name(),
+            Self::Relayed { kind, .. } => match kind.as_str() {
+                "usage" => "usage",
+                "not-found" => "not-found",
+                "replaced" => "replaced",
+                "not-owner" => "not-owner",
+                "ambiguous" => "ambiguous",
+                "busy" => "busy",
+                "unreachable" => "unreachable",
+                "protocol" => "protocol",
+                "refused" => "refused",
+                "timed-out" => "timed-out",
+                "exists" => "exists",
+                _ => "other",
+            },
             Self::Other(_) => "other",
         }
     }
@@ -354,6 +386,7 @@ impl fmt::Display for ClientError {
                 "session {id} already exists; remove it first with: latch rm {id}"
             ),
             Self::Daemon { code, detail } => write!(f, "daemon refused ({code}): {detail}"),
+            Self::Relayed { host, message, .. } => write!(f, "{host}: {message}"),
         }
     }
 }

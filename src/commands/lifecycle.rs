@@ -20,6 +20,16 @@ pub(crate) fn kill(
 ) -> Result<i32, ClientError> {
     let (client, target) = open_target(root, target)?;
     let outcome = client.kill(&target.session, sig, wait)?;
+    print_kill(&target.session, target.record.owner.clone(), outcome, json)
+}
+
+/// Prints a kill's outcome; `timed-out` is exit 6 (SPEC.md §9.11).
+pub(crate) fn print_kill(
+    session: &latch_wire::SessionRef,
+    owner: Option<latch_wire::Owner>,
+    outcome: KillOutcome,
+    json: bool,
+) -> Result<i32, ClientError> {
     let name = match outcome {
         KillOutcome::Signaled => "signaled",
         KillOutcome::Killed => "killed",
@@ -28,13 +38,13 @@ pub(crate) fn kill(
     };
     if json {
         shapes::print(&ActionJson {
-            id: target.session.id.to_string(),
-            incarnation: target.session.incarnation.to_string(),
-            owner: target.record.owner.clone(),
+            id: session.id.to_string(),
+            incarnation: session.incarnation.to_string(),
+            owner,
             outcome: name,
         })?;
     } else {
-        println!("{}: {name}", target.session.id);
+        println!("{}: {name}", session.id);
     }
     Ok(if outcome == KillOutcome::TimedOut {
         exit::BUSY

@@ -110,19 +110,27 @@ pub(crate) fn status(
         SessionStatus::Exited { .. } | SessionStatus::Vanished => None,
         _ => Some(client.status_of(&target.session)?),
     };
-    let hint = daemon
-        .is_none()
-        .then(|| format!("latch rm {}", target.session.id));
+    print_status(&target.record, &derived, daemon.as_ref(), json)
+}
+
+/// Prints `status` from a record, its derived status and (when asked) the daemon's
+/// STATUS.
+pub(crate) fn print_status(
+    r: &latch_registry::Record,
+    derived: &SessionStatus,
+    daemon: Option<&latch_wire::StatusReply>,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let hint = daemon.is_none().then(|| format!("latch rm {}", r.id));
     if json {
         shapes::print(&StatusJson {
-            session: SessionJson::new(&target.record, &derived),
-            daemon: daemon.as_ref().map(DaemonJson::from),
+            session: SessionJson::new(r, derived),
+            daemon: daemon.map(DaemonJson::from),
             hint,
         })?;
         return Ok(exit::OK);
     }
-    let r = &target.record;
-    let status = match daemon.as_ref().and_then(|s| s.exit) {
+    let status = match daemon.and_then(|s| s.exit) {
         // The daemon saw the program end and is finishing.
         Some(e) => SessionStatus::Exited {
             code: e.code,

@@ -363,13 +363,7 @@ pub(crate) fn send(
     as_keys: bool,
 ) -> Result<i32, ClientError> {
     let (client, target) = open_target(root, target)?;
-    let mut bytes = Vec::new();
-    for arg in text {
-        match keys::key_bytes(arg).filter(|_| as_keys) {
-            Some(b) => bytes.extend_from_slice(&b),
-            None => bytes.extend_from_slice(arg.as_bytes()),
-        }
-    }
+    let bytes = input_bytes(text, as_keys);
     if !client.send(&target.session, &bytes)? {
         eprintln!(
             "latch: session {} ended while the input was being confirmed",
@@ -377,6 +371,18 @@ pub(crate) fn send(
         );
     }
     Ok(exit::OK)
+}
+
+/// `send`'s arguments as bytes: text, or with `as_keys` key names where they are.
+pub(crate) fn input_bytes(text: &[String], as_keys: bool) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for arg in text {
+        match keys::key_bytes(arg).filter(|_| as_keys) {
+            Some(b) => bytes.extend_from_slice(&b),
+            None => bytes.extend_from_slice(arg.as_bytes()),
+        }
+    }
+    bytes
 }
 
 pub(crate) fn resize(
@@ -392,7 +398,7 @@ pub(crate) fn resize(
 }
 
 /// Prints a screen, ending it with a newline if it lacks one.
-fn print_screen(screen: &[u8]) -> Result<(), ClientError> {
+pub(crate) fn print_screen(screen: &[u8]) -> Result<(), ClientError> {
     let mut out = std::io::stdout().lock();
     let r = out.write_all(screen).and_then(|()| {
         if screen.last().is_some_and(|&b| b != b'\n') {
@@ -449,7 +455,7 @@ fn peek_target(
 }
 
 /// The library's options for `--plain` and `--full`.
-fn peek_options(plain: bool, full: bool) -> PeekOptions {
+pub(crate) fn peek_options(plain: bool, full: bool) -> PeekOptions {
     PeekOptions::plain()
         .with_format(if plain {
             PeekFormat::Plain
@@ -533,6 +539,15 @@ pub(crate) fn peek_follow(
             return Ok(attach::program_code(code, signal));
         }
     };
+    follow_attached(attached, id, plain)
+}
+
+/// `peek --follow` once attached read-only: the screen, then the stream.
+pub(crate) fn follow_attached(
+    attached: latch_client::Attached,
+    id: &SessionId,
+    plain: bool,
+) -> Result<i32, ClientError> {
     // The attach SCREEN is the consistent cut (SPEC §5.4): render it here, so the
     // stream continues exactly where the printed screen ends.
     let render = |rows: u16, cols: u16, repaint: &[u8]| {

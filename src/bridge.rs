@@ -1,0 +1,284 @@
+//! `latch bridge`: the remote end of `--host` (SPEC.md §12). It reads one request
+//! line on stdin, answers a header, and then either runs a latch command in this
+//! process, or resolves a REF and relays bytes between its stdio and the session's
+//! socket. It never speaks the session protocol itself: HELLO and BIND come from
+//! the caller, so a relay cannot act on any session by itself (§12.5).
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+
+use clap::Parser;
+use latch_client::{exit, Client, ClientError, UnreachableCause};
+use latch_registry::events::{Event, EventKind};
+use latch_registry::DEFAULT_LOCK_WAIT;
+use latch_wire::SessionRef;
+
+use crate::remote::{self, ConnectRequest, Op, Request, TargetLine};
+use crate::shapes::ErrorBodyOwned;
+
+/// Writes one JSON line on stdout, unbuffered.
+fn line<T: serde::Serialize>(value: &T) {
+    let mut out = std::io::stdout().lock();
+    let _ = serde_json::to_writer(&mut out, value);
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+/// Runs the bridge; returns the exit code.
+pub fn run() -> i32 {
+    // A bridge never goes further: the caller's host is this one.
+    // SAFETY (edition 2021: safe fn): no other thread runs yet.
+    std::env::remove_var("LATCH_HOST");
+    let mut stdin = std::io::stdin().lock();
+    let request = match read_request(&mut stdin) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("latch bridge: {e}");
+            return e.exit_code();
+        }
+    };
+    let header = remote::answer(request.remote, &request.latch);
+    let refused = header.error.as_ref().map(|e| e.exit_code);
+    line(&header);
+    if let Some(code) = refused {
+        return code;
+    }
+    drop(stdin);
+    match request.op {
+        Op::Exec { args } => exec(args),
+        Op::Connect(req) => match connect(req) {
+            Ok(code) => code,
+            Err(e) => {
+                line(&TargetLine {
+                    error: Some(ErrorBodyOwned::of(&e)),
+                    record: None,
+                    status: None,
+                    exit_code: None,
+                    exit_signal: None,
+                    status_reason: None,
+                    connected: false,
+                    final_screen: None,
+                    created: None,
+                });
+                e.exit_code()
+            }
+        },
+    }
+}
+
+fn read_request(stdin: &mut impl Read) -> Result<Request, ClientError> {
+    let mut buf = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        match stdin.read(&mut b) {
+            Ok(0) => return Err(ClientError::Usage("no request on stdin".into())),
+            Ok(_) if b[0] == b'\n' => break,
+            Ok(_) if buf.len() >= remote::LINE_MAX => {
+                return Err(ClientError::Usage("request line over its bound".into()))
+            }
+            Ok(_) => buf.push(b[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ClientError::Other(format!("stdin: {e}"))),
+        }
+    }
+    serde_json::from_slice(&buf).map_err(|e| {
+        // An unreadable request may come from a newer latch: say which we are.
+        ClientError::Usage(format!(
+            "unreadable request ({e}); this is latch {} (remote protocol {}..={})",
+            env!("CARGO_PKG_VERSION"),
+            remote::REMOTE_MIN,
+            remote::REMOTE_MAX
+        ))
+    })
+}
+
+/// Runs `latch ARGS` in this process, as if invoked so.
+fn exec(args: Vec<String>) -> i32 {
+    let argv = std::iter::once("latch".to_owned()).chain(args);
+    let cli = match crate::cli::Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let json = cli.wants_json();
+    if !cli.host.is_empty() || matches!(cli.command, Some(crate::cli::Command::Bridge)) {
+        return crate::output::report_error(
+            &ClientError::Usage("a bridge runs commands on its own host only".into()),
+            json,
+        );
+    }
+    match crate::commands::run(cli) {
+        Ok(code) => code,
+        Err(e) => crate::output::report_error(&e, json),
+    }
+}
+
+fn open(root: Option<&str>) -> Result<Client, ClientError> {
+    crate::commands::open(root.map(PathBuf::from).as_ref())
+}
+
+/// Resolves (or creates) the session, connects to its daemon, reports the target,
+/// then relays until either side closes.
+fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
+    let client = open(req.root.as_deref())?;
+    let mut created = None;
+    let reference = match (&req.create, &req.reference) {
+        (Some(args), _) => {
+            let value = create(req.root.as_deref(), args)?;
+            let id = value.get("id").and_then(|v| v.as_str()).unwrap_or_default();
+            let inc = value
+                .get("incarnation")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            let r = format!("{id}@{inc}");
+            created = Some(value);
+            r
+        }
+        (None, Some(r)) => r.clone(),
+        (None, None) => return Err(ClientError::Usage("no session named".into())),
+    };
+    let expect = req
+        .expect
+        .as_deref()
+        .map(|s| {
+            latch_wire::Incarnation::parse(s)
+                .map_err(|e| ClientError::Usage(format!("--expect {s:?}: {e}")))
+        })
+        .transpose()?;
+    let target = client.resolve(&reference, expect.as_ref())?;
+    if let Some(signal) = req.kill {
+        log_kill_requested(&client, &target.session, signal)?;
+    }
+    let status = latch_client::derive_status(&target.record);
+    let json = crate::shapes::SessionJson::new(&target.record, &status);
+    let socket = UnixStream::connect(client.registry().socket_path(&target.session.id)).ok();
+    if let Some(s) = &socket {
+        check_peer_uid(s)?;
+    }
+    let final_screen = if socket.is_none() {
+        client
+            .final_screen(&target.session)
+            .ok()
+            .flatten()
+            .map(Box::new)
+    } else {
+        None
+    };
+    line(&TargetLine {
+        error: None,
+        record: Some(Box::new(target.record.clone())),
+        status: Some(json.status.to_owned()),
+        exit_code: json.exit_code,
+        exit_signal: json.exit_signal,
+        status_reason: json.status_reason,
+        connected: socket.is_some(),
+        final_screen,
+        created,
+    });
+    match socket {
+        Some(s) => relay(s),
+        None => Ok(exit::OK),
+    }
+}
+
+/// `latch --json new -d ARGS` as a child process; its created line.
+fn create(root: Option<&str>, args: &[String]) -> Result<serde_json::Value, ClientError> {
+    let exe =
+        std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
+    let mut cmd = std::process::Command::new(exe);
+    if let Some(r) = root {
+        cmd.arg("--root").arg(r);
+    }
+    let out = cmd
+        .args(["--json", "new", "-d"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| ClientError::Other(format!("latch new: {e}")))?;
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| ClientError::Other(format!("latch new printed no session ({e})")))?;
+    if let Some(err) = value.get("error") {
+        let body: ErrorBodyOwned = serde_json::from_value(err.clone())
+            .map_err(|e| ClientError::Other(format!("latch new: {e}")))?;
+        return Err(ClientError::Relayed {
+            host: "latch new".into(),
+            kind: body.kind,
+            exit_code: body.exit_code,
+            message: body.message,
+        });
+    }
+    Ok(value)
+}
+
+/// As a local `kill` does before its STOP (SPEC.md §9.9, §9.11).
+fn log_kill_requested(
+    client: &Client,
+    session: &SessionRef,
+    signal: i32,
+) -> Result<(), ClientError> {
+    let lock = client.registry().lock(&session.id, DEFAULT_LOCK_WAIT)?;
+    client.read_expecting(session)?;
+    client.registry().append_event(
+        &lock,
+        &Event::new(
+            &session.id,
+            &session.incarnation,
+            EventKind::KillRequested { signal },
+        ),
+    )?;
+    Ok(())
+}
+
+/// The daemon must run as this uid (SPEC.md §5.5), as every client checks.
+fn check_peer_uid(s: &UnixStream) -> Result<(), ClientError> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let cred = getsockopt(&s.as_fd(), PeerCredentials).map_err(|e| {
+        ClientError::unreachable(UnreachableCause::Io, format!("peer credentials: {e}"))
+    })?;
+    let me = nix::unistd::geteuid().as_raw();
+    if cred.uid() != me {
+        return Err(ClientError::Refused(format!(
+            "the daemon runs as uid {}, not as you (uid {me})",
+            cred.uid()
+        )));
+    }
+    Ok(())
+}
+
+/// Copies stdin to the socket and the socket to stdout, unbuffered, until the
+/// daemon closes (or stdout does); stdin's end is passed on as a half close.
+fn relay(socket: UnixStream) -> Result<i32, ClientError> {
+    let io = |e: std::io::Error| ClientError::Other(e.to_string());
+    let mut to_daemon = socket.try_clone().map_err(io)?;
+    std::thread::spawn(move || {
+        let mut stdin = std::fs::File::from(
+            std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .expect("stdin"),
+        );
+        let _ = std::io::copy(&mut stdin, &mut to_daemon);
+        let _ = to_daemon.shutdown(std::net::Shutdown::Write);
+    });
+    let mut stdout =
+        std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned().map_err(io)?);
+    let mut from_daemon = socket;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from_daemon.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        if stdout.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    Ok(exit::OK)
+}

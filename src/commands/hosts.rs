@@ -1,0 +1,660 @@
+//! `--host` and `HOST:ID`: every command on another host (SPEC.md §12). Registry
+//! operations run there (`latch bridge` exec) and print what they print; effects
+//! through a daemon (attach, peek, send, resize, status, kill) speak HELLO and BIND
+//! from here, through the bridge's relay; `ls` merges several hosts.
+
+use std::time::Duration;
+
+use latch_client::{
+    exit, AttachMode, Bound, ClientError, KillOutcome, SessionStatus, UnreachableCause,
+};
+use latch_wire::{Incarnation, Owner};
+use serde::Deserialize;
+
+use super::{lifecycle, parse_expect, parse_owner, registry_ops, secs, sessions, usage};
+use crate::cli::{Cli, Command, Preconditions, TargetArgs};
+use crate::remote::{self, ConnectRequest, Host, Relay};
+use crate::{attach, output, shapes};
+
+/// Where a command goes.
+#[derive(Debug)]
+pub(crate) struct Route {
+    hosts: Vec<Host>,
+    /// The REF as given, and without its `HOST:`.
+    reference: Option<(String, String)>,
+}
+
+/// The REF of a command, if it takes one.
+fn reference_of(command: &Command) -> Option<&str> {
+    match command {
+        Command::Peek { target, .. }
+        | Command::Send { target, .. }
+        | Command::Resize { target, .. }
+        | Command::Status { target }
+        | Command::Kill { target, .. }
+        | Command::Rm { target, .. }
+        | Command::Tag { target, .. }
+        | Command::Rename { target, .. }
+        | Command::Restart { target, .. } => Some(&target.reference),
+        Command::Attach { reference, .. } | Command::Events { reference, .. } => {
+            reference.as_deref()
+        }
+        _ => None,
+    }
+}
+
+/// The hosts a command names (`--host`, `$LATCH_HOST`, a `HOST:ID` REF), if any.
+pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
+    if matches!(cli.command, Some(Command::Bridge)) {
+        return Ok(None);
+    }
+    let mut hosts = cli
+        .host
+        .iter()
+        .filter(|h| !h.is_empty())
+        .map(|h| Host::parse(h).map_err(|e| usage(format!("--host: {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    hosts.dedup();
+    let mut reference = None;
+    if let Some(r) = cli.command.as_ref().and_then(reference_of) {
+        if let Some((host, rest)) = remote::split_ref(r)? {
+            if !hosts.is_empty() && hosts != [host.clone()] {
+                return Err(usage(format!(
+                    "reference {r:?} names host {host}, but --host names {}",
+                    hosts.iter().map(Host::as_str).collect::<Vec<_>>().join(",")
+                )));
+            }
+            hosts = vec![host];
+            reference = Some((r.to_owned(), rest));
+        }
+    }
+    if hosts.is_empty() {
+        return Ok(None);
+    }
+    if hosts.len() > 1 && !matches!(cli.command, Some(Command::Ls { .. })) {
+        return Err(usage("several hosts: only `ls` merges hosts; name one"));
+    }
+    Ok(Some(Route { hosts, reference }))
+}
+
+/// This command's own arguments, to run on the host: `--host` taken out, and the
+/// REF without its `HOST:`.
+fn forwarded_args(route: &Route) -> Result<Vec<String>, ClientError> {
+    let mut out = Vec::new();
+    let mut args = std::env::args_os().skip(1);
+    let mut replaced = false;
+    let mut after_dashes = false;
+    while let Some(a) = args.next() {
+        let a = a.into_string().map_err(|a| {
+            usage(format!(
+                "argument {a:?} is not UTF-8; it cannot go to another host"
+            ))
+        })?;
+        if after_dashes {
+            out.push(a);
+            continue;
+        }
+        if a == "--" {
+            after_dashes = true;
+        } else if a == "--host" {
+            args.next();
+            continue;
+        } else if a.starts_with("--host=") {
+            continue;
+        }
+        match &route.reference {
+            Some((given, rest)) if !replaced && !after_dashes && a == *given => {
+                replaced = true;
+                out.push(rest.clone());
+            }
+            _ => out.push(a),
+        }
+    }
+    Ok(out)
+}
+
+fn one(route: &Route) -> &Host {
+    &route.hosts[0]
+}
+
+/// The REF to send, without its `HOST:`.
+fn reference(route: &Route, given: &str) -> String {
+    match &route.reference {
+        Some((g, rest)) if g == given => rest.clone(),
+        _ => given.to_owned(),
+    }
+}
+
+pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
+    let json = cli.json;
+    let root = cli
+        .root
+        .as_ref()
+        .map(|p| {
+            p.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| usage("--root is not UTF-8"))
+        })
+        .transpose()?;
+    let host = one(&route).clone();
+    let Some(command) = cli.command else {
+        return relay_exec(&route, false);
+    };
+    match command {
+        Command::Ls {
+            tags,
+            status,
+            owner,
+        } => ls(&route.hosts, root, json, &tags, status, owner),
+        Command::Exec { .. }
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Daemon { .. }
+        | Command::Bridge => Err(usage("this command runs only on this host (no --host)")),
+        Command::New(args) if !args.detached => {
+            if args.receipt.is_some() {
+                return Err(usage("--receipt with --host is not supported yet"));
+            }
+            let handled = attach::block_signals()?;
+            let mut new_args = forwarded_args(&route)?;
+            // `new` and its options as given, less the subcommand itself and the
+            // global options before it: the bridge runs `latch --json new -d ARGS`.
+            let at = new_args.iter().position(|a| a == "new").unwrap_or(0);
+            new_args.drain(..=at);
+            let mut relay = remote::connect(
+                &host,
+                ConnectRequest {
+                    root,
+                    create: Some(new_args),
+                    ..ConnectRequest::default()
+                },
+            )?;
+            if json {
+                if let Some(c) = &relay.target.created {
+                    println!("{c}");
+                }
+            }
+            let bound = bind(&mut relay, None)?;
+            attach::attach_bound(
+                handled,
+                bound,
+                false,
+                Some(crate::keys::DEFAULT_DETACH_KEY),
+                0,
+                Some(host.as_str()),
+            )
+        }
+        Command::Attach {
+            reference: r,
+            pre,
+            read_only,
+            detach_key,
+            force: _,
+            history: _,
+        } => {
+            let Some(r) = r else {
+                return Err(usage("attach with --host needs a REF"));
+            };
+            let key = match detach_key {
+                Some(k) => crate::keys::parse_detach_key(&k)
+                    .map_err(|e| usage(format!("--detach-key: {e}")))?,
+                None => Some(crate::keys::DEFAULT_DETACH_KEY),
+            };
+            let handled = attach::block_signals()?;
+            let mut relay = open_relay(&route, root, &reference(&route, &r), &pre, None)?;
+            if !relay.target.status.eq(&SessionStatus::Running) || relay_final(&relay) {
+                return show_remote_final(&relay);
+            }
+            let bound = bind(&mut relay, owner_of(&pre)?)?;
+            attach::attach_bound(handled, bound, read_only, key, 0, Some(host.as_str()))
+        }
+        Command::Peek {
+            target,
+            plain: _,
+            ansi,
+            full,
+            wait,
+            timeout,
+            follow,
+        } => {
+            let mut relay = open_target(&route, root, &target, None)?;
+            if relay_final(&relay) {
+                return show_remote_final(&relay);
+            }
+            let plain = !ansi;
+            let bound = bind(&mut relay, owner_of(&target.pre)?)?;
+            if follow {
+                let attached = bound.attach(0, 0, AttachMode::ReadOnly)?;
+                return sessions::follow_attached(attached, &relay.target.session.id, plain);
+            }
+            match wait {
+                None => {
+                    let mut bound = bound;
+                    sessions::print_screen(&bound.peek(sessions::peek_options(plain, full))?)?;
+                    Ok(exit::OK)
+                }
+                Some(text) => wait_for_text(bound, &text, plain, secs(timeout)?),
+            }
+        }
+        Command::Send { target, text, keys } => {
+            let mut relay = open_target(&route, root, &target, None)?;
+            let mut bound = bind(&mut relay, owner_of(&target.pre)?)?;
+            bound.send(&sessions::input_bytes(&text, keys))?;
+            Ok(exit::OK)
+        }
+        Command::Resize { target, rows, cols } => {
+            latch_wire::limits::check_size(rows, cols).map_err(|e| usage(e.to_string()))?;
+            let mut relay = open_target(&route, root, &target, None)?;
+            bind(&mut relay, owner_of(&target.pre)?)?.resize(rows, cols)?;
+            Ok(exit::OK)
+        }
+        Command::Status { target } => {
+            let mut relay = open_target(&route, root, &target, None)?;
+            let t = &relay.target;
+            let (record, status) = (t.record.clone(), t.status.clone());
+            let daemon = match status {
+                SessionStatus::Exited { .. } | SessionStatus::Vanished => None,
+                _ => {
+                    let mut conn = relay.negotiate()?;
+                    let st = conn.status()?;
+                    check_daemon(&relay, &st, owner_of(&target.pre)?.as_ref())?;
+                    Some(st)
+                }
+            };
+            registry_ops::print_status(&record, &status, daemon.as_ref(), json)
+        }
+        Command::Kill {
+            target,
+            signal,
+            wait,
+            timeout,
+        } => {
+            let wait = wait.then_some(secs(timeout)?);
+            let mut relay = open_target(&route, root, &target, Some(signal))?;
+            let session = relay.target.session.clone();
+            let owner = relay.target.record.owner.clone();
+            if !relay.target.status.eq(&SessionStatus::Running) && relay_final(&relay) {
+                return lifecycle::print_kill(&session, owner, KillOutcome::AlreadyExited, json);
+            }
+            let outcome = kill(&mut relay, &target.pre, signal, wait)?;
+            lifecycle::print_kill(&session, owner, outcome, json)
+        }
+        _ => relay_exec(&route, matches!(command, Command::Meta { .. })),
+    }
+}
+
+/// Runs this command's own arguments on the host (SPEC.md §12.2 exec).
+fn relay_exec(route: &Route, stdin: bool) -> Result<i32, ClientError> {
+    let args = forwarded_args(route)?;
+    let (code, _) = remote::exec(one(route), args, stdin, false)?;
+    Ok(code)
+}
+
+fn owner_of(pre: &Preconditions) -> Result<Option<Owner>, ClientError> {
+    parse_owner(pre.owner.as_deref())
+}
+
+fn open_target(
+    route: &Route,
+    root: Option<String>,
+    target: &TargetArgs,
+    kill: Option<i32>,
+) -> Result<Relay, ClientError> {
+    open_relay(
+        route,
+        root,
+        &reference(route, &target.reference),
+        &target.pre,
+        kill,
+    )
+}
+
+/// Asks the host's bridge for the REF under the preconditions; `--expect` is sent
+/// along and checked here again (BIND checks it a third time, at the daemon).
+fn open_relay(
+    route: &Route,
+    root: Option<String>,
+    reference: &str,
+    pre: &Preconditions,
+    kill: Option<i32>,
+) -> Result<Relay, ClientError> {
+    if pre.receipt.is_some() {
+        return Err(usage(
+            "--receipt with --host is not supported yet; use --expect",
+        ));
+    }
+    let expect = parse_expect(pre)?;
+    owner_of(pre)?;
+    let relay = remote::connect(
+        one(route),
+        ConnectRequest {
+            root,
+            reference: Some(reference.to_owned()),
+            kill,
+            expect: expect.map(|e| e.to_string()),
+            ..ConnectRequest::default()
+        },
+    )?;
+    check_expect(&relay, expect.as_ref())?;
+    Ok(relay)
+}
+
+fn check_expect(relay: &Relay, expect: Option<&Incarnation>) -> Result<(), ClientError> {
+    let s = &relay.target.session;
+    match expect {
+        Some(want) if !want.ct_eq(&s.incarnation) => {
+            Err(ClientError::replaced(&s.id, *want, Some(s.incarnation)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The daemon's STATUS must name the creation resolved, and the owner required.
+fn check_daemon(
+    relay: &Relay,
+    st: &latch_wire::StatusReply,
+    owner: Option<&Owner>,
+) -> Result<(), ClientError> {
+    let s = &relay.target.session;
+    if !s.matches(&latch_wire::SessionRef::new(st.id.clone(), st.incarnation)) {
+        return Err(ClientError::replaced(
+            &s.id,
+            s.incarnation,
+            Some(st.incarnation),
+        ));
+    }
+    if let Some(want) = owner {
+        if st.owner.as_ref() != Some(want) {
+            return Err(ClientError::NotOwner {
+                id: s.id.clone(),
+                expected: want.clone(),
+                actual: st.owner.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// HELLO, STATUS (with an owner precondition) and BIND through the relay, end to
+/// end with the remote daemon (SPEC.md §12.5).
+fn bind(relay: &mut Relay, owner: Option<Owner>) -> Result<Bound, ClientError> {
+    let mut conn = relay.negotiate()?;
+    if owner.is_some() {
+        let st = conn.status()?;
+        check_daemon(relay, &st, owner.as_ref())?;
+    }
+    conn.bind(&relay.target.session)
+}
+
+/// Whether the bridge found the daemon gone and sent the final screen instead.
+fn relay_final(relay: &Relay) -> bool {
+    relay.target.final_screen.is_some()
+}
+
+/// An ended remote session: its final screen and the program's code (as locally,
+/// SPEC.md §9.15), else why it cannot be reached.
+fn show_remote_final(relay: &Relay) -> Result<i32, ClientError> {
+    let id = &relay.target.session.id;
+    let Some(screen) = &relay.target.final_screen else {
+        return Err(ClientError::unreachable(
+            UnreachableCause::Exited,
+            format!("session {id} is {}", relay.target.status),
+        ));
+    };
+    let tty = nix::unistd::isatty(std::io::stdout()).unwrap_or(false);
+    sessions::print_screen(if tty { &screen.ansi } else { &screen.plain }.as_bytes())?;
+    let (code, signal) = (screen.exit.code, screen.exit.signal);
+    eprintln!("{}", attach::ended_line(id, code, signal));
+    Ok(attach::program_code(code, signal))
+}
+
+/// `peek --wait` through one relay: a read-only attachment, its screen applied to
+/// an emulator here, checked after every output (no polling).
+fn wait_for_text(
+    bound: Bound,
+    text: &str,
+    plain: bool,
+    timeout: Duration,
+) -> Result<i32, ClientError> {
+    let deadline = std::time::Instant::now() + timeout;
+    let attached = bound.attach(0, 0, AttachMode::ReadOnly)?;
+    let mut emu = latch_screen::Emulator::new(attached.rows, attached.cols, 0);
+    emu.process(&attached.screen);
+    let mut reader = attached.reader;
+    loop {
+        if latch_screen::capture(&mut emu, true, false, usize::MAX).contains(text) {
+            let screen = latch_screen::capture(&mut emu, plain, false, usize::MAX);
+            sessions::print_screen(screen.as_bytes())?;
+            return Ok(exit::OK);
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(ClientError::TimedOut(format!(
+                "{text:?} did not appear within {timeout:?}"
+            )));
+        }
+        reader.set_timeout(Some(left))?;
+        match reader.next_event() {
+            Ok(latch_client::AttachEvent::Output(b)) => emu.process(&b),
+            Ok(latch_client::AttachEvent::Geometry { rows, cols }) => {
+                emu = latch_screen::Emulator::new(rows, cols, 0);
+            }
+            Ok(latch_client::AttachEvent::Screen(b)) => emu.process(&b),
+            Ok(latch_client::AttachEvent::Exit(s)) => {
+                return Err(ClientError::unreachable(
+                    UnreachableCause::Exited,
+                    format!("the session ended ({s:?}) before showing {text:?}"),
+                ))
+            }
+            Ok(latch_client::AttachEvent::Error { code, detail }) => {
+                return Err(ClientError::Daemon { code, detail })
+            }
+            Ok(_) => {
+                return Err(ClientError::unreachable(
+                    UnreachableCause::Closed,
+                    "the daemon closed the connection",
+                ))
+            }
+            Err(ClientError::Unreachable {
+                cause: UnreachableCause::TimedOut,
+                ..
+            }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// kill's STOP, end to end (SPEC.md §5.6, §12.5).
+fn kill(
+    relay: &mut Relay,
+    pre: &Preconditions,
+    signal: i32,
+    wait: Option<Duration>,
+) -> Result<KillOutcome, ClientError> {
+    let mut bound = bind(relay, owner_of(pre)?)?;
+    match bound.stop(signal) {
+        Ok(()) => {}
+        Err(ClientError::Daemon {
+            code: latch_wire::ErrorCode::Exited,
+            ..
+        }) => return Ok(KillOutcome::AlreadyExited),
+        Err(e) => return Err(e),
+    }
+    match wait {
+        None => Ok(KillOutcome::Signaled),
+        Some(t) => Ok(if bound.wait_closed(t)? {
+            KillOutcome::Killed
+        } else {
+            KillOutcome::TimedOut
+        }),
+    }
+}
+
+/// One `ls --json` element as another host's latch printed it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Listed {
+    id: String,
+    status: String,
+    #[serde(default)]
+    exit_code: Option<i32>,
+    #[serde(default)]
+    exit_signal: Option<i32>,
+    #[serde(default)]
+    created_at: Option<u64>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    command: Vec<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// `ls` over hosts, asked in parallel (one ssh each), merged with a `host` column
+/// and field; an unreachable host is a row of its own and exit 7 (SPEC.md §12.6).
+fn ls(
+    hosts: &[Host],
+    root: Option<String>,
+    json: bool,
+    tags: &[String],
+    status: Option<crate::cli::StatusFilter>,
+    owner: Option<String>,
+) -> Result<i32, ClientError> {
+    let mut args = Vec::new();
+    if let Some(r) = root {
+        args.extend(["--root".to_owned(), r]);
+    }
+    args.extend(["--json".to_owned(), "ls".to_owned()]);
+    for t in tags {
+        args.extend(["--tag".to_owned(), t.clone()]);
+    }
+    if let Some(s) = status {
+        args.extend(["--status".to_owned(), s.name().to_owned()]);
+    }
+    if let Some(o) = owner {
+        args.extend(["--owner".to_owned(), o]);
+    }
+    let answers: Vec<(Host, Result<Vec<serde_json::Value>, ClientError>)> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = hosts
+                .iter()
+                .map(|h| {
+                    let args = args.clone();
+                    scope.spawn(move || (h.clone(), ls_one(h, args)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("ls thread"))
+                .collect()
+        });
+    // A usage error is the same on every host: report it as such.
+    if let Some((_, Err(e))) = answers
+        .iter()
+        .find(|(_, r)| matches!(r, Err(e) if e.exit_code() == exit::USAGE))
+    {
+        return Err(ClientError::Usage(e.to_string()));
+    }
+    // One code for the hosts that failed: theirs if they agree and none answered
+    // (a single host's failure is its own), else 7, a degraded merge.
+    let failed: Vec<i32> = answers
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().err().map(ClientError::exit_code))
+        .collect();
+    let fail_code = match failed.first() {
+        Some(&c) if failed.len() == answers.len() && failed.iter().all(|&x| x == c) => c,
+        _ => exit::UNREACHABLE,
+    };
+    let mut code = exit::OK;
+    let mut rows = Vec::new();
+    let mut table = output::Table::new(&[
+        ("HOST", 12),
+        ("ID", 20),
+        ("STATUS", 11),
+        ("AGE", 4),
+        ("NAME", 16),
+        ("COMMAND", 0),
+    ])
+    .whole(1);
+    for (host, answer) in answers {
+        match answer {
+            Ok(entries) => {
+                for mut e in entries {
+                    let listed: Option<Listed> = serde_json::from_value(e.clone()).ok();
+                    if let Some(obj) = e.as_object_mut() {
+                        obj.insert("host".into(), host.as_str().into());
+                    }
+                    if let Some(l) = listed {
+                        table.row(vec![
+                            host.to_string(),
+                            l.id,
+                            match (l.status.as_str(), l.exit_code, l.exit_signal) {
+                                ("exited", Some(c), _) => format!("exited({c})"),
+                                ("exited", None, Some(s)) => format!("killed({s})"),
+                                (s, _, _) => s.to_owned(),
+                            },
+                            l.created_at.map_or("-".into(), output::age),
+                            l.name.unwrap_or_else(|| "-".into()),
+                            l.error.unwrap_or_else(|| output::shell_join(&l.command)),
+                        ]);
+                    }
+                    rows.push(e);
+                }
+            }
+            Err(e) => {
+                eprintln!("latch: {e}");
+                code = fail_code;
+                let status = if e.exit_code() == exit::UNREACHABLE {
+                    "unreachable"
+                } else {
+                    e.kind()
+                };
+                table.row(vec![
+                    host.to_string(),
+                    "-".into(),
+                    status.into(),
+                    "-".into(),
+                    "-".into(),
+                    e.to_string(),
+                ]);
+                rows.push(
+                    serde_json::to_value(shapes::HostDownJson {
+                        host: host.to_string(),
+                        status,
+                        error: e.to_string(),
+                    })
+                    .map_err(|e| ClientError::Other(e.to_string()))?,
+                );
+            }
+        }
+    }
+    if json {
+        shapes::print(&rows)?;
+    } else if rows.is_empty() {
+        println!("no sessions");
+    } else {
+        for line in table.render(output::width()) {
+            println!("{line}");
+        }
+    }
+    Ok(code)
+}
+
+fn ls_one(host: &Host, args: Vec<String>) -> Result<Vec<serde_json::Value>, ClientError> {
+    let (code, out) = remote::exec(host, args, false, true)?;
+    let value: serde_json::Value = serde_json::from_slice(&out).map_err(|e| {
+        ClientError::protocol(
+            latch_client::Mismatch::Remote,
+            format!("host {host}: unreadable ls output ({e})"),
+        )
+    })?;
+    if let Some(err) = value.get("error") {
+        let body: shapes::ErrorBodyOwned = serde_json::from_value(err.clone())
+            .map_err(|e| ClientError::Other(format!("host {host}: {e}")))?;
+        return Err(body.relayed(host));
+    }
+    match value {
+        serde_json::Value::Array(a) if code == exit::OK => Ok(a),
+        _ => Err(ClientError::Other(format!("host {host}: ls exited {code}"))),
+    }
+}

@@ -1,0 +1,662 @@
+//! `--host`: latch commands against another machine's registry, through the user's
+//! own OpenSSH (SPEC.md §12). One ssh connection per command runs `latch bridge`
+//! there; everything of the user's (arguments, references, names, tags, receipts)
+//! travels as JSON on its stdin, never through the remote shell.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use latch_client::{ClientError, Connection, Mismatch, SessionStatus, UnreachableCause};
+use latch_registry::Record;
+use latch_wire::{Incarnation, SessionId, SessionRef};
+use serde::{Deserialize, Serialize};
+
+/// The remote protocol versions this latch speaks (SPEC.md §12.2).
+pub const REMOTE_MIN: u16 = 1;
+/// The highest.
+pub const REMOTE_MAX: u16 = 1;
+
+/// The most read for a header or target line (SPEC.md §12.2).
+pub const LINE_MAX: usize = 8 << 20;
+
+/// How long the first line from the other host may take (ssh's connection and
+/// authentication included; ssh's own ConnectTimeout applies too).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The last bytes of ssh's stderr kept to explain a failure.
+const STDERR_TAIL: usize = 8 * 1024;
+
+/// A host as `ssh` takes it: an alias, `host`, `user@host`, or an alias holding a
+/// port (`host:port`, through the ssh config).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Host(String);
+
+impl Host {
+    /// 1 to 255 bytes of `[A-Za-z0-9._@%+:[]-]`, not starting with `-` (ssh would
+    /// read an option) nor `.`; no `,` (it separates hosts) and no space, quote or
+    /// shell character.
+    pub fn parse(s: &str) -> Result<Self, ClientError> {
+        let ok = |c: char| c.is_ascii_alphanumeric() || "._@%+:[]-".contains(c);
+        let bad = if s.is_empty() {
+            Some("is empty")
+        } else if s.len() > 255 {
+            Some("is longer than 255 bytes")
+        } else if s.starts_with('-') || s.starts_with('.') {
+            Some("starts with '-' or '.'")
+        } else if !s.chars().all(ok) {
+            Some("holds a character other than letters, digits and ._@%+:[]-")
+        } else {
+            None
+        };
+        match bad {
+            Some(why) => Err(ClientError::Usage(format!("host {s:?} {why}"))),
+            None => Ok(Self(s.to_owned())),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Splits a remote REF, `HOST:ID` or `HOST:ID@INCARNATION` (SPEC.md §12.1): the text
+/// after the last `:` must be an id or `ID@INCARNATION`, else the REF is local (a
+/// display name may hold a colon). A remote REF whose HOST is malformed is a usage
+/// error.
+pub fn split_ref(reference: &str) -> Result<Option<(Host, String)>, ClientError> {
+    let Some((host, rest)) = reference.rsplit_once(':') else {
+        return Ok(None);
+    };
+    let (id, inc) = match rest.split_once('@') {
+        Some((id, inc)) => (id, Some(inc)),
+        None => (rest, None),
+    };
+    if SessionId::new(id).is_err() {
+        return Ok(None);
+    }
+    if let Some(inc) = inc {
+        Incarnation::parse(inc)
+            .map_err(|e| ClientError::Usage(format!("reference {reference:?}: {e}")))?;
+    }
+    let host = Host::parse(host)
+        .map_err(|e| ClientError::Usage(format!("reference {reference:?}: {e}")))?;
+    Ok(Some((host, rest.to_owned())))
+}
+
+/// Quotes `s` for a POSIX shell (the remote command line; SPEC.md §12.3).
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The command ssh runs on the other host: `$LATCH_REMOTE_BIN` (a path; a leading
+/// `~/` is left to the remote shell), else `latch`, then `bridge`. Nothing else.
+fn remote_command() -> String {
+    let bin = env_nonempty("LATCH_REMOTE_BIN").unwrap_or_else(|| "latch".into());
+    let bin = match bin.strip_prefix("~/") {
+        Some(rest) => format!("~/{}", shell_quote(rest)),
+        None => shell_quote(&bin),
+    };
+    format!("{bin} bridge")
+}
+
+/// `ssh [-F $LATCH_SSH_CONFIG] -T -- HOST 'latch' bridge`, with `$LATCH_SSH` as
+/// the program if set.
+fn ssh_command(host: &Host) -> Command {
+    let mut c = Command::new(env_nonempty("LATCH_SSH").unwrap_or_else(|| "ssh".into()));
+    if let Some(cfg) = env_nonempty("LATCH_SSH_CONFIG") {
+        c.arg("-F").arg(cfg);
+    }
+    c.args(["-T", "--", host.as_str()]).arg(remote_command());
+    c
+}
+
+/// A version range, as the header and request carry it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Range {
+    pub min: u16,
+    pub max: u16,
+}
+
+/// The first line on the bridge's stdin (SPEC.md §12.2).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Request {
+    pub remote: Range,
+    pub latch: String,
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// What the bridge is asked to do.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Op {
+    /// Run latch with these arguments; its output and exit code are the answer.
+    Exec { args: Vec<String> },
+    /// Resolve a REF, then relay bytes between stdin/stdout and its daemon.
+    Connect(ConnectRequest),
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectRequest {
+    /// `--root` as given, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// ID, name or ID@INCARNATION.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// Create first: these `latch new` arguments (run with `--json new -d`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create: Option<Vec<String>>,
+    /// Record `kill_requested` with this signal, under the lock, only while the
+    /// record holds the incarnation resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill: Option<i32>,
+    /// The incarnation the caller expects (checked again by BIND).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+}
+
+/// The bridge's first line on stdout.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    /// The remote protocol version chosen; absent when refused.
+    pub remote: Option<u16>,
+    /// The bridge's latch version.
+    pub latch: String,
+    /// The remote protocol versions the bridge speaks.
+    pub supported: Range,
+    /// The wire protocol versions (SPEC.md §5.1) its daemons speak.
+    pub wire: Range,
+    /// Why the request was refused, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::shapes::ErrorBodyOwned>,
+}
+
+/// The bridge's second line for a connect request.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetLine {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::shapes::ErrorBodyOwned>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<Box<Record>>,
+    /// The derived status's name, code, signal and reason (SPEC.md §9.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_signal: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+    /// Whether the bridge is connected to the daemon (bytes follow).
+    pub connected: bool,
+    /// The final screen, when the program has exited and the daemon is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_screen: Option<Box<latch_registry::FinalScreen>>,
+    /// The `new --json` output, for a create request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<serde_json::Value>,
+}
+
+pub fn our_request(op: Op) -> Request {
+    Request {
+        remote: Range {
+            min: REMOTE_MIN,
+            max: REMOTE_MAX,
+        },
+        latch: env!("CARGO_PKG_VERSION").into(),
+        op,
+    }
+}
+
+fn wire_range() -> Range {
+    Range {
+        min: latch_wire::SUPPORTED.min,
+        max: latch_wire::SUPPORTED.max,
+    }
+}
+
+/// The bridge's header for a request's range: the highest common version, or a
+/// refusal naming both sides (exit 8, never a downgrade outside the range asked).
+pub fn answer(asked: Range, their_latch: &str) -> Header {
+    let hi = asked.max.min(REMOTE_MAX);
+    let lo = asked.min.max(REMOTE_MIN);
+    let ours = Range {
+        min: REMOTE_MIN,
+        max: REMOTE_MAX,
+    };
+    let error = (lo > hi).then(|| crate::shapes::ErrorBodyOwned {
+        kind: "protocol".into(),
+        message: format!(
+            "protocol mismatch: this latch {} speaks remote protocol {}..={}; the latch {} asked \
+             for {}..={}; install the same latch on both hosts",
+            env!("CARGO_PKG_VERSION"),
+            REMOTE_MIN,
+            REMOTE_MAX,
+            their_latch,
+            asked.min,
+            asked.max
+        ),
+        exit_code: latch_client::exit::PROTOCOL,
+        candidates: None,
+    });
+    Header {
+        remote: (lo <= hi).then_some(hi),
+        latch: env!("CARGO_PKG_VERSION").into(),
+        supported: ours,
+        wire: wire_range(),
+        error,
+    }
+}
+
+/// ssh's stderr, forwarded to ours as it comes, its tail kept.
+#[derive(Debug, Clone, Default)]
+struct Tail(Arc<Mutex<Vec<u8>>>);
+
+impl Tail {
+    fn follow(
+        &self,
+        mut from: impl Read + Send + 'static,
+        forward: bool,
+    ) -> std::thread::JoinHandle<()> {
+        let tail = self.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = match from.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                if forward {
+                    let mut err = std::io::stderr();
+                    let _ = err.write_all(&buf[..n]);
+                    let _ = err.flush();
+                }
+                if let Ok(mut t) = tail.0.lock() {
+                    t.extend_from_slice(&buf[..n]);
+                    let over = t.len().saturating_sub(STDERR_TAIL);
+                    t.drain(..over);
+                }
+            }
+        })
+    }
+
+    fn text(&self) -> String {
+        self.0
+            .lock()
+            .map(|t| String::from_utf8_lossy(&t).trim().to_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// The exit code of an ssh that ended without the bridge's header, explained
+/// (SPEC.md §12.4): 255 is ssh's own failure (exit 7); the remote shell's 127 or
+/// 126 means no latch there (exit 8); an older latch without `bridge` is exit 8.
+fn explain(host: &Host, code: Option<i32>, stderr: &str) -> ClientError {
+    let said = if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    };
+    let bin = env_nonempty("LATCH_REMOTE_BIN").unwrap_or_else(|| "latch".into());
+    match code {
+        Some(255) | None => ClientError::unreachable(
+            UnreachableCause::Host,
+            format!("cannot reach host {host} through ssh{said}"),
+        ),
+        Some(126 | 127) => ClientError::protocol(
+            Mismatch::Remote,
+            format!(
+                "no latch on host {host} (the remote shell could not run {bin:?}{said}); install \
+                 latch {} there (cargo install --path . in its source, or copy the binary) on the \
+                 PATH of non-interactive ssh sessions, or set LATCH_REMOTE_BIN to its path there",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ),
+        Some(c) if stderr.contains("bridge") => ClientError::protocol(
+            Mismatch::Remote,
+            format!(
+                "the latch on host {host} predates remote operation (it exited {c} on `latch \
+                 bridge`{said}); install latch {} there",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ),
+        Some(c) => ClientError::protocol(
+            Mismatch::Remote,
+            format!("the latch on host {host} did not answer as a bridge (exit {c}){said}"),
+        ),
+    }
+}
+
+/// Checks a header: a refusal becomes its error, and a version outside ours (or a
+/// wire range without a common version) is exit 8 naming both.
+fn check_header(host: &Host, line: &[u8]) -> Result<Header, ClientError> {
+    let header: Header = serde_json::from_slice(line).map_err(|e| {
+        ClientError::protocol(
+            Mismatch::Remote,
+            format!(
+                "the latch on host {host} answered with an unreadable header ({e}): {:?}",
+                String::from_utf8_lossy(&line[..line.len().min(200)])
+            ),
+        )
+    })?;
+    if let Some(e) = header.error {
+        return Err(e.relayed(host));
+    }
+    let wire = wire_range();
+    let ok = header
+        .remote
+        .is_some_and(|v| (REMOTE_MIN..=REMOTE_MAX).contains(&v))
+        && header.wire.min.max(wire.min) <= header.wire.max.min(wire.max);
+    if !ok {
+        return Err(ClientError::protocol(
+            Mismatch::Remote,
+            format!(
+                "the latch on host {host} is {} (remote protocol {}..={}, wire {}..={}); this \
+                 latch {} speaks remote {}..={}, wire {}..={}; install the same latch on both hosts",
+                header.latch,
+                header.supported.min,
+                header.supported.max,
+                header.wire.min,
+                header.wire.max,
+                env!("CARGO_PKG_VERSION"),
+                REMOTE_MIN,
+                REMOTE_MAX,
+                wire.min,
+                wire.max
+            ),
+        ));
+    }
+    Ok(header)
+}
+
+/// Reads one line (without its `\n`) of at most LINE_MAX bytes, byte by byte, so
+/// nothing after it is consumed. `Ok(None)`: EOF first.
+fn read_line_raw(r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        match r.read(&mut b) {
+            Ok(0) => return Ok(None),
+            Ok(_) if b[0] == b'\n' => return Ok(Some(line)),
+            Ok(_) => {
+                if line.len() >= LINE_MAX {
+                    return Err(std::io::Error::other("line over its bound"));
+                }
+                line.push(b[0]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn spawn_err(e: std::io::Error) -> ClientError {
+    ClientError::unreachable(
+        UnreachableCause::Host,
+        format!(
+            "cannot run ssh ({}): {e}",
+            env_nonempty("LATCH_SSH").unwrap_or_else(|| "ssh".into())
+        ),
+    )
+}
+
+/// The ssh process of a command, and its stderr's tail.
+#[derive(Debug)]
+pub struct Ssh {
+    host: Host,
+    child: Child,
+    tail: Tail,
+}
+
+impl Ssh {
+    /// Waits for ssh (at most a few seconds: it ends once its stdin is closed)
+    /// and explains why no answer came.
+    fn failure(mut self, read: Option<std::io::Error>) -> ClientError {
+        let mut code = None;
+        for _ in 0..100 {
+            match self.child.try_wait() {
+                Ok(Some(st)) => {
+                    code = st.code();
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+                Err(_) => break,
+            }
+        }
+        if code.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            if let Some(e) = read {
+                return ClientError::unreachable(
+                    UnreachableCause::Host,
+                    format!("host {}: no answer through ssh: {e}", self.host),
+                );
+            }
+        }
+        // Let the stderr thread take what ssh wrote last.
+        std::thread::sleep(Duration::from_millis(20));
+        explain(&self.host, code, &self.tail.text())
+    }
+}
+
+/// Runs `latch ARGS` on `host` (SPEC.md §12.2 exec): its stdout is copied to ours
+/// as it comes (or returned, with `capture`), its stderr to ours, and its exit code
+/// returned. With `stdin`, our stdin follows the request (for `meta patch`).
+pub fn exec(
+    host: &Host,
+    args: Vec<String>,
+    stdin: bool,
+    capture: bool,
+) -> Result<(i32, Vec<u8>), ClientError> {
+    let mut cmd = ssh_command(host);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(spawn_err)?;
+    let tail = Tail::default();
+    let err_thread = tail.follow(child.stderr.take().expect("piped"), true);
+    let mut input = child.stdin.take().expect("piped");
+    let mut out = BufReader::new(child.stdout.take().expect("piped"));
+    let mut ssh = Ssh {
+        host: host.clone(),
+        child,
+        tail,
+    };
+    let req = serde_json::to_string(&our_request(Op::Exec { args }))
+        .map_err(|e| ClientError::Other(e.to_string()))?;
+    let _ = input.write_all(format!("{req}\n").as_bytes());
+    if stdin {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut input);
+        });
+    } else {
+        drop(input);
+    }
+    let mut line = Vec::new();
+    let got = (&mut out)
+        .take(LINE_MAX as u64)
+        .read_until(b'\n', &mut line);
+    if !line.ends_with(b"\n") {
+        drop(out);
+        return Err(ssh.failure(got.err()));
+    }
+    line.pop();
+    check_header(host, &line)?;
+    let mut captured = Vec::new();
+    let io = |e: std::io::Error| ClientError::Other(format!("host {host}: {e}"));
+    if capture {
+        (&mut out)
+            .take(1 << 30)
+            .read_to_end(&mut captured)
+            .map_err(io)?;
+    } else {
+        let mut stdout = std::io::stdout();
+        loop {
+            let buf = out.fill_buf().map_err(io)?;
+            if buf.is_empty() {
+                break;
+            }
+            let n = buf.len();
+            stdout
+                .write_all(buf)
+                .and_then(|()| stdout.flush())
+                .map_err(io)?;
+            out.consume(n);
+        }
+    }
+    let status = ssh.child.wait().map_err(io)?;
+    let _ = err_thread.join();
+    match status.code() {
+        // ssh itself failed after the header: the connection dropped.
+        Some(255) | None => Err(ClientError::unreachable(
+            UnreachableCause::Host,
+            format!("host {host}: the ssh connection ended: {}", ssh.tail.text()),
+        )),
+        Some(c) => Ok((c, captured)),
+    }
+}
+
+/// The creation a bridge resolved, as it reported it.
+#[derive(Debug)]
+pub struct RemoteTarget {
+    pub session: SessionRef,
+    pub record: Record,
+    pub status: SessionStatus,
+    pub final_screen: Option<latch_registry::FinalScreen>,
+    pub created: Option<serde_json::Value>,
+}
+
+/// A connection through a bridge to a remote daemon: not yet negotiated.
+#[derive(Debug)]
+pub struct Relay {
+    pub target: RemoteTarget,
+    /// The local end: HELLO and BIND go through it to the daemon.
+    stream: Option<UnixStream>,
+    pub ssh: Ssh,
+}
+
+impl Relay {
+    /// Negotiates with the remote daemon over the relay (SPEC.md §5.1), end to end.
+    pub fn negotiate(&mut self) -> Result<Connection, ClientError> {
+        let Some(stream) = self.stream.take() else {
+            return Err(ClientError::unreachable(
+                UnreachableCause::Exited,
+                format!(
+                    "session {} on host {} is {}",
+                    self.target.session.id, self.ssh.host, self.target.status
+                ),
+            ));
+        };
+        Connection::over(stream, latch_client::conn::DEFAULT_TIMEOUT)
+    }
+}
+
+/// Asks `host`'s bridge to resolve (or create) a session and connect to its daemon
+/// (SPEC.md §12.2 connect). The local end of a socket pair is ssh's stdin and
+/// stdout, so the connection gets the same timeouts and peer checks as a local one.
+pub fn connect(host: &Host, req: ConnectRequest) -> Result<Relay, ClientError> {
+    let (mine, theirs) = UnixStream::pair().map_err(|e| ClientError::Other(e.to_string()))?;
+    let theirs_out: OwnedFd = theirs
+        .try_clone()
+        .map_err(|e| ClientError::Other(e.to_string()))?
+        .into();
+    let mut cmd = ssh_command(host);
+    cmd.stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::from(theirs_out))
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(spawn_err)?;
+    drop(cmd); // our copies of ssh's ends: EOF must reach us when ssh ends
+    let tail = Tail::default();
+    tail.follow(child.stderr.take().expect("piped"), true);
+    let ssh = Ssh {
+        host: host.clone(),
+        child,
+        tail,
+    };
+    let mut mine = mine;
+    let req = serde_json::to_string(&our_request(Op::Connect(req)))
+        .map_err(|e| ClientError::Other(e.to_string()))?;
+    let _ = mine.write_all(format!("{req}\n").as_bytes());
+    let _ = mine.set_read_timeout(Some(HEADER_TIMEOUT));
+    let header = match read_line_raw(&mut mine) {
+        Ok(Some(l)) => l,
+        Ok(None) => {
+            drop(mine);
+            return Err(ssh.failure(None));
+        }
+        Err(e) => {
+            drop(mine);
+            return Err(ssh.failure(Some(e)));
+        }
+    };
+    check_header(host, &header)?;
+    let line = match read_line_raw(&mut mine) {
+        Ok(Some(l)) => l,
+        Ok(None) => {
+            drop(mine);
+            return Err(ssh.failure(None));
+        }
+        Err(e) => {
+            drop(mine);
+            return Err(ssh.failure(Some(e)));
+        }
+    };
+    let t: TargetLine = serde_json::from_slice(&line).map_err(|e| {
+        ClientError::protocol(
+            Mismatch::Remote,
+            format!("the latch on host {host} sent an unreadable target ({e})"),
+        )
+    })?;
+    if let Some(e) = t.error {
+        return Err(e.relayed(host));
+    }
+    let Some(record) = t.record else {
+        return Err(ClientError::protocol(
+            Mismatch::Remote,
+            format!("the latch on host {host} named no session"),
+        ));
+    };
+    let status = match t.status.as_deref() {
+        Some("running") => SessionStatus::Running,
+        Some("exited") => SessionStatus::Exited {
+            code: t.exit_code,
+            signal: t.exit_signal,
+        },
+        Some("vanished") => SessionStatus::Vanished,
+        _ => SessionStatus::Unknown {
+            reason: t.status_reason.unwrap_or_else(|| "not reported".into()),
+        },
+    };
+    let session = SessionRef::new(record.id.clone(), record.incarnation);
+    let _ = mine.set_read_timeout(None);
+    Ok(Relay {
+        target: RemoteTarget {
+            session,
+            record: *record,
+            status,
+            final_screen: t.final_screen.map(|b| *b),
+            created: t.created,
+        },
+        stream: t.connected.then_some(mine),
+        ssh,
+    })
+}

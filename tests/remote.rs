@@ -1,0 +1,630 @@
+//! End to end over OpenSSH (SPEC.md §12): a real sshd on 127.0.0.1 with keys and
+//! configuration of its own in a temp directory; latch finds it through
+//! LATCH_SSH_CONFIG and runs the same binary on the "remote" side
+//! (LATCH_REMOTE_BIN), whose registry root each host alias sets (SetEnv
+//! LATCH_ROOT). The machine's own ssh configuration is never read.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use support::{latch_bin, Reg, Run};
+
+/// An sshd of the test's own, and the ssh_config naming its host aliases: `alpha`
+/// and `beta` (two registries on this machine), `down` (nothing listens).
+struct Sshd {
+    dir: tempfile::TempDir,
+    child: Child,
+    alpha: Reg,
+    beta: Reg,
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Sshd {
+    /// Starts sshd and waits until it listens; fails (never skips) without one.
+    fn start() -> Self {
+        let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd", "/usr/local/sbin/sshd"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("sshd is required for these tests (.ci/run installs openssh-server)");
+        let dir = tempfile::Builder::new()
+            .prefix("lssh")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let d = dir.path();
+        for key in ["host_key", "user_key"] {
+            run_ok(
+                Command::new("ssh-keygen")
+                    .args(["-q", "-t", "ed25519", "-N", ""])
+                    .arg("-f")
+                    .arg(d.join(key)),
+            );
+        }
+        std::fs::copy(d.join("user_key.pub"), d.join("authorized_keys")).unwrap();
+        // sshd run as root needs its privilege separation directory (the
+        // package's runtime directory; systemd would create it).
+        if nix::unistd::geteuid().is_root() {
+            std::fs::create_dir_all("/run/sshd").unwrap();
+        }
+        let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
+            .unwrap()
+            .unwrap()
+            .name;
+        let (alpha, beta) = (Reg::new(), Reg::new());
+        for attempt in 0..5 {
+            let port = free_port();
+            let down = free_port();
+            let cfg = format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
+                 AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n\
+                 StrictModes no\nUsePAM no\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
+                 PermitRootLogin prohibit-password\nAcceptEnv LATCH_ROOT\n",
+                d = d.display()
+            );
+            std::fs::write(d.join("sshd_config"), cfg).unwrap();
+            let known = format!(
+                "[127.0.0.1]:{port} {}",
+                std::fs::read_to_string(d.join("host_key.pub")).unwrap()
+            );
+            std::fs::write(d.join("known_hosts"), known).unwrap();
+            let host = |name: &str, port: u16, root: &Path| {
+                format!(
+                    "Host {name}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  \
+                     IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  IdentityAgent none\n  \
+                     UserKnownHostsFile {d}/known_hosts\n  StrictHostKeyChecking yes\n  \
+                     BatchMode yes\n  ConnectTimeout 10\n  SetEnv LATCH_ROOT={root}\n",
+                    d = d.display(),
+                    root = root.display()
+                )
+            };
+            let ssh_config = format!(
+                "{}{}{}",
+                host("alpha", port, &alpha.root),
+                host("beta", port, &beta.root),
+                host("down", down, &beta.root)
+            );
+            std::fs::write(d.join("ssh_config"), ssh_config).unwrap();
+            let mut child = Command::new(sshd)
+                .args(["-D", "-e", "-f"])
+                .arg(d.join("sshd_config"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+            let mut log = String::new();
+            let listening = loop {
+                match lines.next() {
+                    Some(Ok(l)) => {
+                        log.push_str(&l);
+                        log.push('\n');
+                        if l.contains("Server listening") {
+                            break true;
+                        }
+                    }
+                    _ => break false,
+                }
+            };
+            if listening {
+                // Keep draining its log so sshd never blocks on stderr.
+                std::thread::spawn(move || for _ in lines.by_ref() {});
+                return Self {
+                    dir,
+                    child,
+                    alpha,
+                    beta,
+                };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            assert!(attempt < 4, "sshd did not start: {log}");
+        }
+        unreachable!()
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("ssh_config")
+    }
+
+    /// `latch ARGS` against the test's ssh, with a local root of its own.
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(latch_bin());
+        c.env("LATCH_SSH_CONFIG", self.config())
+            .env("LATCH_REMOTE_BIN", latch_bin())
+            .env("LATCH_ROOT", self.dir.path().join("local"))
+            .env_remove("LATCH_HOST")
+            .env("SHELL", "/bin/sh")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, &[])
+    }
+
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut c = self.cmd();
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.args(args).output().unwrap();
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn new_ls_peek_send_kill_on_a_remote_host() {
+    let s = Sshd::start();
+    let r = s.run(&[
+        "--host",
+        "alpha",
+        "new",
+        "-d",
+        "--id",
+        "r1",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo ready; exec cat",
+    ]);
+    let created = r.json();
+    assert_eq!(r.code, 0, "{r:?}");
+    let inc = created["incarnation"].as_str().unwrap().to_owned();
+    // It lives in alpha's registry, not in beta's nor the local one.
+    assert_eq!(
+        s.alpha.run(&["status", "--json", "r1"]).json()["incarnation"],
+        inc
+    );
+    assert_eq!(s.beta.run(&["status", "r1"]).code, 3);
+
+    let ls = s.run(&["--host", "alpha", "ls", "--json"]);
+    assert_eq!(ls.code, 0, "{ls:?}");
+    let rows = ls.json();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "r1")
+        .unwrap();
+    assert_eq!(row["host"], "alpha");
+    assert_eq!(row["incarnation"], inc.as_str());
+    assert_eq!(row["status"], "running");
+    let human = s.run(&["--host", "alpha", "ls"]);
+    assert!(human.stdout.starts_with("HOST"), "{human:?}");
+    assert!(
+        human.stdout.contains("alpha") && human.stdout.contains("r1"),
+        "{human:?}"
+    );
+
+    let peek = s.run(&["peek", "alpha:r1", "--wait", "ready"]);
+    assert_eq!(peek.code, 0, "{peek:?}");
+    assert!(peek.stdout.contains("ready"), "{peek:?}");
+
+    let sent = s.run(&[
+        "--host",
+        "alpha",
+        "send",
+        "r1",
+        "hello-remote",
+        "Enter",
+        "--keys",
+    ]);
+    assert_eq!(sent.code, 0, "{sent:?}");
+    // The bytes arrived: the program echoes them (cat), read through alpha's own
+    // registry.
+    let shown = s.alpha.run(&["peek", "r1", "--wait", "hello-remote"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+
+    let status = s.run(&["status", "--json", &format!("alpha:r1@{inc}")]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert_eq!(status.json()["daemon"]["incarnation"], inc.as_str());
+
+    let killed = s.run(&["kill", "alpha:r1", "--wait", "--json"]);
+    assert_eq!(killed.code, 0, "{killed:?}");
+    assert_eq!(killed.json()["outcome"], "killed");
+    let exit = s.alpha.wait_exit("r1");
+    assert_eq!(exit["incarnation"], inc.as_str());
+    assert_eq!(exit["signal"], 1, "{exit}");
+    let events = s.alpha.run(&["events", "r1", "--json"]);
+    assert!(events.stdout.contains("kill_requested"), "{events:?}");
+}
+
+#[test]
+fn a_stale_expect_is_refused_across_ssh_and_the_replacement_is_untouched() {
+    let s = Sshd::start();
+    let old = s.alpha.new_session("st", &["sh", "-c", "exec cat"]);
+    s.alpha.run(&["kill", "st", "--wait"]).ok();
+    s.alpha.run(&["rm", "st"]).ok();
+    let new = s
+        .alpha
+        .new_session("st", &["sh", "-c", "echo replacement; exec cat"]);
+    assert_ne!(old, new);
+    s.alpha.wait_for("st", "replacement");
+    let pid = u32::try_from(s.alpha.record("st")["child"]["pid"].as_u64().unwrap()).unwrap();
+
+    let sent = s.run(&[
+        "--host", "alpha", "send", "st", "--expect", &old, "INJECTED",
+    ]);
+    assert_eq!(sent.code, 4, "{sent:?}");
+    let sent = s.run(&["send", &format!("alpha:st@{old}"), "INJECTED"]);
+    assert_eq!(sent.code, 4, "{sent:?}");
+    let killed = s.run(&["kill", &format!("alpha:st@{old}")]);
+    assert_eq!(killed.code, 4, "{killed:?}");
+    let resized = s.run(&[
+        "--host", "alpha", "resize", "st", "7", "33", "--expect", &old,
+    ]);
+    assert_eq!(resized.code, 4, "{resized:?}");
+
+    // The replacement runs on, untouched: no input, no size change, no kill.
+    assert!(support::alive(pid));
+    let st = s.alpha.run(&["status", "--json", "st"]).json();
+    assert_eq!(st["status"], "running");
+    assert_eq!(st["incarnation"], new.as_str());
+    assert_ne!(
+        (st["daemon"]["rows"].as_u64(), st["daemon"]["cols"].as_u64()),
+        (Some(7), Some(33))
+    );
+    let screen = s.alpha.run(&["peek", "st"]).ok().to_owned();
+    assert!(!screen.contains("INJECTED"), "{screen}");
+    let events = s.alpha.run(&["events", "st", "--json"]).stdout;
+    assert!(!events.contains(&format!(
+        "\"kill_requested\",\"id\":\"st\",\"incarnation\":\"{new}\""
+    )));
+    assert!(
+        !events
+            .lines()
+            .any(|l| l.contains("kill_requested") && l.contains(&new)),
+        "{events}"
+    );
+}
+
+#[test]
+fn merged_ls_over_hosts_reports_a_host_that_is_down() {
+    let s = Sshd::start();
+    s.alpha.new_session("on-a", &["sh", "-c", "exec cat"]);
+    s.beta.new_session("on-b", &["sh", "-c", "exec cat"]);
+    let r = s.run(&["ls", "--host", "alpha,beta", "--host", "down", "--json"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    let rows = r.json();
+    let rows = rows.as_array().unwrap();
+    let find = |host: &str| {
+        rows.iter()
+            .filter(|e| e["host"] == host)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(find("alpha").len(), 1, "{rows:?}");
+    assert_eq!(find("alpha")[0]["id"], "on-a");
+    assert_eq!(find("beta")[0]["id"], "on-b");
+    assert_eq!(find("down")[0]["status"], "unreachable");
+    assert!(
+        find("down")[0]["error"].as_str().unwrap().contains("down"),
+        "{rows:?}"
+    );
+
+    let human = s.run(&["ls", "--host", "alpha,beta,down"]);
+    assert_eq!(human.code, 7, "{human:?}");
+    let line = |needle: &str| {
+        human
+            .stdout
+            .lines()
+            .find(|l| l.contains(needle))
+            .map(str::to_owned)
+    };
+    assert!(line("on-a").unwrap().starts_with("alpha"), "{human:?}");
+    assert!(line("on-b").unwrap().starts_with("beta"), "{human:?}");
+    assert!(
+        line("unreachable").unwrap().starts_with("down"),
+        "{human:?}"
+    );
+}
+
+#[test]
+fn hostile_strings_reach_the_remote_latch_as_data() {
+    let s = Sshd::start();
+    let marker = s.dir.path().join("pwned");
+    let m = marker.display();
+    let hostile = format!("it's \"x\" ; touch {m}; $(touch {m}) `touch {m}` $HOME");
+    let r = s.run(&[
+        "--host",
+        "alpha",
+        "new",
+        "-d",
+        "--id",
+        "h1",
+        "--name",
+        &hostile,
+        "--tag",
+        &format!("k={hostile}"),
+        "--",
+        "sh",
+        "-c",
+        "exec cat",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let rec = s.alpha.record("h1");
+    assert_eq!(rec["displayName"], hostile.as_str());
+    assert_eq!(rec["tags"]["k"], hostile.as_str());
+    let renamed = format!("{hostile} 2");
+    assert_eq!(
+        s.run(&["--host", "alpha", "rename", "h1", &renamed]).code,
+        0
+    );
+    assert_eq!(s.alpha.record("h1")["displayName"], renamed.as_str());
+    // The hostile name is a REF too: it resolves on the remote host, as data.
+    let sent = s.run(&["--host", "alpha", "send", &renamed, &hostile]);
+    assert_eq!(sent.code, 0, "{sent:?}");
+    let shown = s.alpha.run(&["peek", "h1", "--wait", &hostile]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    let missing = s.run(&["--host", "alpha", "peek", &format!("no'pe; touch {m}")]);
+    assert_eq!(missing.code, 3, "{missing:?}");
+    assert!(!marker.exists(), "a remote shell ran the user's text");
+
+    // Malformed hosts and remote references are usage errors; nothing runs.
+    for host in ["-oProxyCommand=touch x", "a;b", "a b", "", "$(x)", "a'b"] {
+        let r = s.run(&["--host", host, "ls"]);
+        if host.is_empty() {
+            continue; // an empty --host is no host
+        }
+        assert_eq!(r.code, 2, "{host:?}: {r:?}");
+    }
+    for reference in ["a;b:h1", "-x:h1", "a b:h1@v1.zz"] {
+        let r = s.run(&["peek", reference]);
+        assert_eq!(r.code, 2, "{reference:?}: {r:?}");
+    }
+    let both = s.run(&["--host", "beta", "peek", "alpha:h1"]);
+    assert_eq!(both.code, 2, "{both:?}");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn ssh_failures_missing_and_incompatible_remote_latches() {
+    let s = Sshd::start();
+    // ssh cannot connect: exit 7, ssh's own message, the host named.
+    let r = s.run(&["--host", "down", "ls"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stderr.contains("down") && r.stderr.contains("refused"),
+        "{r:?}"
+    );
+    let r = s.run(&["--json", "peek", "down:x"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(r.json()["error"]["kind"], "unreachable");
+
+    // No latch there: exit 8, saying so and how to install it.
+    let r = s.run_with(
+        &["--host", "alpha", "ls"],
+        &[("LATCH_REMOTE_BIN", "/nonexistent/latch")],
+    );
+    assert_eq!(r.code, 8, "{r:?}");
+    assert!(
+        r.stderr.contains("no latch on host alpha") && r.stderr.contains("install"),
+        "{r:?}"
+    );
+    let r = s.run_with(
+        &["peek", "alpha:x"],
+        &[("LATCH_REMOTE_BIN", "/nonexistent/latch")],
+    );
+    assert_eq!(r.code, 8, "{r:?}");
+
+    // A latch from before remote operation: exit 8.
+    let old = s.dir.path().join("old-latch");
+    std::fs::write(
+        &old,
+        "#!/bin/sh\necho \"error: unrecognized subcommand 'bridge'\" >&2\nexit 2\n",
+    )
+    .unwrap();
+    let future = s.dir.path().join("future-latch");
+    std::fs::write(
+        &future,
+        "#!/bin/sh\nread req\necho '{\"remote\":9,\"latch\":\"9.0.0\",\"supported\":{\"min\":9,\"max\":9},\"wire\":{\"min\":9,\"max\":9}}'\n",
+    )
+    .unwrap();
+    for f in [&old, &future] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let r = s.run_with(
+        &["--host", "alpha", "ls"],
+        &[("LATCH_REMOTE_BIN", old.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 8, "{r:?}");
+    assert!(r.stderr.contains("predates"), "{r:?}");
+    // A newer, incompatible one: exit 8 naming both versions, never a downgrade.
+    let r = s.run_with(
+        &["peek", "alpha:x"],
+        &[("LATCH_REMOTE_BIN", future.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 8, "{r:?}");
+    assert!(
+        r.stderr.contains("9.0.0") && r.stderr.contains(env!("CARGO_PKG_VERSION")),
+        "{r:?}"
+    );
+}
+
+/// A private tmux server, killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new(name: &str) -> Self {
+        assert!(
+            Command::new("tmux").arg("-V").output().is_ok(),
+            "tmux is required for this test (.ci/run installs it)"
+        );
+        Self {
+            socket: format!("latch-test-{}-{name}", std::process::id()),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .unwrap()
+    }
+
+    fn wait_for(&self, channel: &str) -> bool {
+        Command::new("timeout")
+            .args(["20", "tmux", "-L", &self.socket, "wait-for", channel])
+            .status()
+            .unwrap()
+            .success()
+    }
+
+    fn capture(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// The `latch bridge` processes serving alpha's registry.
+fn bridges(root: &Path) -> Vec<u32> {
+    let want = format!("LATCH_ROOT={}", root.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            cmd.split(|&b| b == 0).any(|a| a == b"bridge")
+                && env.split(|&b| b == 0).any(|a| a == want.as_bytes())
+        })
+        .collect()
+}
+
+#[test]
+fn attach_through_ssh_typing_resize_detach_and_a_dropped_connection() {
+    let s = Sshd::start();
+    s.alpha.new_session("ta", &["sh"]);
+    let tmux = Tmux::new("remote");
+    let script = |tmux: &Tmux| {
+        format!(
+            "LATCH_SSH_CONFIG={cfg} LATCH_REMOTE_BIN={bin} {bin} --host alpha attach ta; \
+             echo LATCH-EXIT:$?; stty -a > {stty}; tmux -L {sock} wait-for -S detached; \
+             sleep 600",
+            cfg = s.config().display(),
+            bin = latch_bin(),
+            stty = s.dir.path().join("stty").display(),
+            sock = tmux.socket,
+        )
+    };
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        &script(&tmux),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    // Typing reaches the remote program and echoes back.
+    tmux.run(&["send-keys", "-t", "t", "echo typed-$((6*7))", "Enter"]);
+    let r = s
+        .alpha
+        .run(&["peek", "ta", "--wait", "typed-42", "--timeout", "20"]);
+    assert_eq!(r.code, 0, "{r:?} {}", tmux.capture());
+    // The size follows the terminal, through SIGWINCH and RESIZE over ssh.
+    tmux.run(&["resize-window", "-t", "t", "-x", "90", "-y", "20"]);
+    tmux.run(&["send-keys", "-t", "t", "stty size", "Enter"]);
+    let r = s
+        .alpha
+        .run(&["peek", "ta", "--wait", "20 90", "--timeout", "20"]);
+    assert_eq!(r.code, 0, "{r:?} {}", tmux.capture());
+    // Ctrl-\ detaches: exit 0, the terminal restored, the session running.
+    tmux.run(&["send-keys", "-t", "t", "C-\\"]);
+    assert!(tmux.wait_for("detached"), "no detach: {}", tmux.capture());
+    let pane = tmux.capture();
+    assert!(pane.contains("LATCH-EXIT:0"), "{pane}");
+    let stty = std::fs::read_to_string(s.dir.path().join("stty")).unwrap();
+    assert!(stty.contains(" icanon") && stty.contains(" echo"), "{stty}");
+    assert_eq!(
+        s.alpha.run(&["status", "--json", "ta"]).json()["status"],
+        "running"
+    );
+    drop(tmux);
+
+    // The connection drops mid-attach: terminal restored, exit 7, session alive.
+    let tmux = Tmux::new("drop");
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        &script(&tmux),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    tmux.run(&["send-keys", "-t", "t", "echo second-$((6*7))", "Enter"]);
+    let r = s
+        .alpha
+        .run(&["peek", "ta", "--wait", "second-42", "--timeout", "20"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let pids = bridges(&s.alpha.root);
+    assert!(!pids.is_empty(), "no bridge found");
+    for pid in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        tmux.wait_for("detached"),
+        "attach did not end: {}",
+        tmux.capture()
+    );
+    let pane = tmux.capture();
+    assert!(pane.contains("LATCH-EXIT:7"), "{pane}");
+    let stty = std::fs::read_to_string(s.dir.path().join("stty")).unwrap();
+    assert!(stty.contains(" icanon") && stty.contains(" echo"), "{stty}");
+    assert_eq!(
+        s.alpha.run(&["status", "--json", "ta"]).json()["status"],
+        "running"
+    );
+}

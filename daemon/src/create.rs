@@ -91,6 +91,10 @@ pub(crate) struct Created {
     pub child_pid: u32,
     /// Creation time, ms since the epoch (as recorded).
     pub created_at_ms: u64,
+    /// The `session_start` event, appended in order under the creation lock, made
+    /// durable once readiness is reported (off the creator's wait; the record
+    /// itself is durable before readiness).
+    pub start_event: Option<latch_registry::events::PendingSync>,
 }
 
 /// The registry entries one creation owns: its record (while it names this
@@ -319,6 +323,7 @@ pub(crate) fn create(root: &Path, spec: &CreateSpec) -> Result<Created, CreateEr
                 child: parts.child,
                 child_pid: parts.child_pid,
                 created_at_ms: parts.created_at_ms,
+                start_event: Some(parts.start_event),
             })
         }
         Err(e) => {
@@ -335,6 +340,7 @@ struct Parts {
     child: AsyncFd<ChildProc>,
     child_pid: u32,
     created_at_ms: u64,
+    start_event: latch_registry::events::PendingSync,
 }
 
 fn create_locked(
@@ -458,8 +464,8 @@ fn create_locked(
         child_pid: record.child.pid,
         owner: record.owner.clone(),
     };
-    registry
-        .append_event(lock, &Event::new(id, &incarnation, start))
+    let start_event = registry
+        .append_event_unsynced(lock, &Event::new(id, &incarnation, start))
         .map_err(registry_error)?;
     // Success: nothing to undo. The std handle is dropped without waiting; the
     // program is reaped by the exit watcher through waitpid.
@@ -473,6 +479,7 @@ fn create_locked(
             child,
             child_pid,
             created_at_ms,
+            start_event,
         },
         own,
         socket_path,

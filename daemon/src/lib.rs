@@ -104,7 +104,7 @@ pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
 
 async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     let signals = serve::Signals::install();
-    let created = match create::create(&root, &spec) {
+    let mut created = match create::create(&root, &spec) {
         Ok(c) => c,
         Err(e) => {
             log!("creation of {} failed ({}): {}", spec.id, e.kind, e.message);
@@ -118,6 +118,7 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
         child_pid: created.child_pid,
         created_at_ms: created.created_at_ms,
     };
+    let start_event = created.start_event.take();
     logging::rotate_at(created.claim.log_path(), created.claim.rotated_log_path());
     let (session, listener) = session::Session::new(created, &spec);
     let session = std::rc::Rc::new(session);
@@ -130,6 +131,10 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     }
     if let Err(e) = stdout_to_devnull() {
         log!("cannot point stdout at /dev/null: {e}");
+    }
+    // The creator has its answer: now make session_start durable (SPEC.md §9.9).
+    if let Some(Err(e)) = start_event.map(latch_registry::events::PendingSync::sync) {
+        log!("cannot sync the session_start event: {e}");
     }
     log!(
         "session {} ready: incarnation {}, program pid {}",

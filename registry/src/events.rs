@@ -11,7 +11,7 @@
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use std::collections::BTreeMap;
 
@@ -316,9 +316,43 @@ pub fn read_tail_lines(path: &Path, cap: u64) -> io::Result<Option<Vec<Vec<u8>>>
     ))
 }
 
+/// An appended event whose data is not yet known to be on disk.
+#[derive(Debug)]
+#[must_use = "an appended event is durable only once synced"]
+pub struct PendingSync {
+    file: Option<fs::File>,
+    path: PathBuf,
+}
+
+impl PendingSync {
+    /// fdatasync: the event is on disk once this returns.
+    pub fn sync(self) -> Result<(), RegistryError> {
+        match self.file {
+            Some(f) => f
+                .sync_data()
+                .map_err(|e| RegistryError::io(format!("sync {}", self.path.display()), e)),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Registry {
-    /// Appends one event under the session lock, rotating old lines out if needed.
+    /// Appends one event under the session lock, rotating old lines out if needed,
+    /// and makes it durable (fdatasync) before returning.
     pub fn append_event(&self, lock: &SessionLock, ev: &Event) -> Result<(), RegistryError> {
+        let pending = self.append_event_unsynced(lock, ev)?;
+        pending.sync()
+    }
+
+    /// Appends one event under the session lock, in order with every other event
+    /// of the id, leaving its durability (fdatasync) to the caller's
+    /// [`PendingSync::sync`], which may run after the lock is released and off a
+    /// latency-critical path (SPEC.md §9.9).
+    pub fn append_event_unsynced(
+        &self,
+        lock: &SessionLock,
+        ev: &Event,
+    ) -> Result<PendingSync, RegistryError> {
         if &ev.id != lock.id() {
             return Err(RegistryError::io(
                 "append event",
@@ -346,7 +380,9 @@ impl Registry {
                 kept.push(b'\n');
             }
             kept.extend_from_slice(&line);
-            return write_atomic(&path, &kept);
+            // Compaction writes a whole new file durably.
+            write_atomic(&path, &kept)?;
+            return Ok(PendingSync { file: None, path });
         }
         let mut f = fs::OpenOptions::new()
             .create(true)
@@ -356,8 +392,11 @@ impl Registry {
             .open(&path)
             .map_err(|e| RegistryError::io(format!("open {}", path.display()), e))?;
         f.write_all(&line)
-            .and_then(|()| f.sync_data())
-            .map_err(|e| RegistryError::io(format!("append {}", path.display()), e))
+            .map_err(|e| RegistryError::io(format!("append {}", path.display()), e))?;
+        Ok(PendingSync {
+            file: Some(f),
+            path,
+        })
     }
 
     /// The raw lines of a session's events file, oldest first, from at most its last

@@ -217,12 +217,14 @@ fn reap(pid: u32, flags: WaitPidFlag) -> Option<ExitStatus> {
 /// closed or the program has exited (then `Session::drain_pty` takes the rest). The
 /// queue is applied once the terminal has been quiet for `APPLY_WHEN_QUIET`.
 async fn pump_output(session: Rc<Session>) {
-    let mut buf = vec![0u8; READ_BUF];
+    // Held only while output flows: an idle session keeps no read buffer.
+    let mut buf: Vec<u8> = Vec::new();
     loop {
         let ready = if session.output_queued() {
             match tokio::time::timeout(APPLY_WHEN_QUIET, session.master.readable()).await {
                 Ok(ready) => ready,
                 Err(_quiet) => {
+                    buf = Vec::new();
                     session.apply_output();
                     continue;
                 }
@@ -239,6 +241,9 @@ async fn pump_output(session: Rc<Session>) {
         };
         if session.exited().is_some() {
             return;
+        }
+        if buf.is_empty() {
+            buf = vec![0u8; READ_BUF];
         }
         // Read until the terminal has nothing more or the buffer is nearly full, and
         // hand the batch on at once: fewer frames, wakeups and writes per byte (a

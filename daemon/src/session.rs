@@ -275,9 +275,10 @@ impl Session {
 
     /// Applies the output queued for the emulator (when the program is quiet).
     pub fn apply_output(&self) {
-        if self.term.borrow_mut().release() {
-            trim_heap();
-        }
+        self.term.borrow_mut().release();
+        // The burst's buffers (the read buffer, the emulator's spare rows) were
+        // freed in the middle of the heap: hand their pages back.
+        trim_heap();
         self.settle();
     }
 

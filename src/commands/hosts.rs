@@ -270,13 +270,26 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             timeout,
         } => {
             let wait = wait.then_some(secs(timeout)?);
+            let root_arg = root.clone();
             let mut relay = open_target(&route, root, &target, Some(signal))?;
             let session = relay.target.session.clone();
             let owner = relay.target.record.owner.clone();
             if !relay.target.status.eq(&SessionStatus::Running) && relay_final(&relay) {
                 return lifecycle::print_kill(&session, owner, KillOutcome::AlreadyExited, json);
             }
-            let outcome = kill(&mut relay, &target.pre, signal, wait)?;
+            let outcome = match kill(&mut relay, &target.pre, signal, wait) {
+                // The daemon closed before confirming the STOP: the program ended
+                // under us (the daemon closes every connection at its exit), or the
+                // daemon died. The host's record tells them apart, as locally.
+                Err(e @ ClientError::Unreachable { .. }) => {
+                    if exited_on_host(&route, root_arg.as_deref(), &session) {
+                        KillOutcome::Killed
+                    } else {
+                        return Err(e);
+                    }
+                }
+                other => other?,
+            };
             lifecycle::print_kill(&session, owner, outcome, json)
         }
         _ => relay_exec(&route, matches!(command, Command::Meta { .. })),
@@ -461,6 +474,26 @@ fn wait_for_text(
             }) => {}
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Whether the host's record says that exact creation has exited (a relayed
+/// `status --json ID@INCARNATION`).
+fn exited_on_host(route: &Route, root: Option<&str>, session: &latch_wire::SessionRef) -> bool {
+    let mut args = Vec::new();
+    if let Some(root) = root {
+        args.extend(["--root".to_owned(), root.to_owned()]);
+    }
+    args.extend([
+        "status".to_owned(),
+        "--json".to_owned(),
+        session.to_string(),
+    ]);
+    match remote::exec(one(route), args, false, true) {
+        Ok((code, out)) if code == exit::OK => {
+            serde_json::from_slice::<serde_json::Value>(&out).is_ok_and(|v| v["status"] == "exited")
+        }
+        _ => false,
     }
 }
 

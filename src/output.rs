@@ -131,26 +131,17 @@ pub fn age(ms: u64) -> String {
 
 /// A time (ms since the epoch) in RFC 3339, local time, to the millisecond.
 pub fn rfc3339_local(ms: u64) -> String {
-    let secs = libc::time_t::try_from(ms / 1000).unwrap_or(0);
-    // SAFETY: localtime_r fills `tm` from `secs`; both are valid for the call.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
-        return format!("{ms}");
-    }
-    let off = tm.tm_gmtoff / 60;
-    let sign = if off < 0 { '-' } else { '+' };
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}{sign}{:02}:{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec,
-        ms % 1000,
-        off.abs() / 60,
-        off.abs() % 60
-    )
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map_or_else(
+            || format!("{ms}"),
+            |t| {
+                t.to_zoned(jiff::tz::TimeZone::system())
+                    .strftime("%Y-%m-%dT%H:%M:%S%.3f%:z")
+                    .to_string()
+            },
+        )
 }
 
 /// The `ls` table of `entries`.

@@ -653,7 +653,7 @@ fn exited_on_host(route: &Route, root: Option<&str>, session: &latch_wire::Sessi
         "--json".to_owned(),
         session.to_string(),
     ]);
-    match remote::exec(one(route), args, false, true) {
+    match remote::exec(one(route), args, None, false, true) {
         Ok((code, out)) if code == exit::OK => {
             serde_json::from_slice::<serde_json::Value>(&out).is_ok_and(|v| v["status"] == "exited")
         }

@@ -199,7 +199,9 @@ fn watcher_example_mirrors_output_until_exit() {
         .read_line(&mut line)
         .unwrap();
     assert!(line.starts_with(&format!("watching {s}")), "{line:?}");
-    assert!(c.send(&s, b"hello\n").unwrap());
+    // Delivered either way: `false` means the program read it, answered and
+    // exited before the daemon confirmed (SPEC §5.3); the mirror shows it below.
+    c.send(&s, b"hello\n").unwrap();
     let status = watcher.wait().unwrap();
     assert_eq!(status.code(), Some(3));
     let mirrored = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();

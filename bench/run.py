@@ -1077,9 +1077,6 @@ def main():
     finally:
         cleanup()
     out_path = os.environ.get("LATCH_BENCH_OUT", "/tmp/latch-bench.json")
-    with open(out_path, "w") as f:
-        json.dump(RESULTS, f, indent=1)
-
     rows = []
 
     def row(figure, vals, rat, target, ok, nd=1, scale=1.0):
@@ -1191,6 +1188,8 @@ def main():
     if ls:
         print(f"ls: {ls.get('sessions')} latch sessions created in {ls.get('create_s', 0):.0f} s ({LS_WORKERS} workers); "
               f"ls --json listed {ls.get('ls_rows')} rows, {ls.get('ls_bytes')} bytes")
+    with open(out_path, "w") as f:
+        json.dump(RESULTS, f, indent=1)
     print(f"all samples: {out_path}; total {time.monotonic() - T_START:.0f} s")
 
 

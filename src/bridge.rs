@@ -8,9 +8,10 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use clap::Parser;
-use latch_client::{exit, Client, ClientError, UnreachableCause};
+use latch_client::{exit, Client, ClientError, Receipt, UnreachableCause};
 use latch_registry::events::{Event, EventKind};
 use latch_registry::DEFAULT_LOCK_WAIT;
 use latch_wire::SessionRef;
@@ -24,6 +25,25 @@ fn line<T: serde::Serialize>(value: &T) {
     let _ = serde_json::to_writer(&mut out, value);
     let _ = out.write_all(b"\n");
     let _ = out.flush();
+}
+
+/// In a bridge, the receipt its request carried (or none): `--receipt` and `receipt
+/// verify` use it and read no file (SPEC.md §12.2). `None` outside a bridge.
+static GIVEN_RECEIPT: OnceLock<Option<Receipt>> = OnceLock::new();
+
+pub fn given_receipt() -> Option<&'static Option<Receipt>> {
+    GIVEN_RECEIPT.get()
+}
+
+/// The request's receipt, as its own registry's (the caller took its host out).
+fn take_receipt(receipt: Option<Receipt>) -> Result<(), ClientError> {
+    if receipt.as_ref().is_some_and(|r| r.host.is_some()) {
+        return Err(ClientError::Usage(
+            "the receipt sent names a host; a bridge acts on its own host only".into(),
+        ));
+    }
+    let _ = GIVEN_RECEIPT.set(receipt);
+    Ok(())
 }
 
 /// Runs the bridge; returns the exit code.
@@ -47,7 +67,10 @@ pub fn run() -> i32 {
     }
     drop(stdin);
     match request.op {
-        Op::Exec { args } => exec(args),
+        Op::Exec { args, receipt } => match take_receipt(receipt) {
+            Ok(()) => exec(args),
+            Err(e) => crate::output::report_error(&e, false),
+        },
         Op::Connect(req) => match connect(req) {
             Ok(code) => code,
             Err(e) => {
@@ -61,6 +84,7 @@ pub fn run() -> i32 {
                     connected: false,
                     final_screen: None,
                     created: None,
+                    receipt: None,
                 });
                 e.exit_code()
             }
@@ -124,6 +148,8 @@ fn open(root: Option<&str>) -> Result<Client, ClientError> {
 /// Resolves (or creates) the session, connects to its daemon, reports the target,
 /// then relays until either side closes.
 fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
+    let by_receipt = req.receipt.is_some();
+    take_receipt(req.receipt)?;
     let client = open(req.root.as_deref())?;
     let mut created = None;
     let reference = match (&req.create, &req.reference) {
@@ -141,15 +167,18 @@ fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
         (None, Some(r)) => r.clone(),
         (None, None) => return Err(ClientError::Usage("no session named".into())),
     };
-    let expect = req
-        .expect
-        .as_deref()
-        .map(|s| {
-            latch_wire::Incarnation::parse(s)
-                .map_err(|e| ClientError::Usage(format!("--expect {s:?}: {e}")))
-        })
-        .transpose()?;
-    let target = client.resolve(&reference, expect.as_ref())?;
+    // As a local command resolves it, under --expect and the receipt (SPEC.md §9.10).
+    let target = crate::commands::resolve(
+        &client,
+        &crate::cli::TargetArgs {
+            reference,
+            pre: crate::cli::Preconditions {
+                expect: req.expect,
+                receipt: by_receipt.then(|| PathBuf::from("-")),
+                owner: None,
+            },
+        },
+    )?;
     if let Some(signal) = req.kill {
         log_kill_requested(&client, &target.session, signal)?;
     }
@@ -177,6 +206,9 @@ fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
         status_reason: json.status_reason,
         connected: socket.is_some(),
         final_screen,
+        receipt: created.as_ref().map(|_| {
+            Box::new(client.receipt_for(&latch_client::Created::of_record(&target.record)))
+        }),
         created,
     });
     match socket {

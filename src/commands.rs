@@ -6,10 +6,10 @@ mod lifecycle;
 mod registry_ops;
 mod sessions;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use latch_client::{Client, ClientError, Target};
+use latch_client::{Client, ClientError, Receipt, Target};
 use latch_registry::root::resolve_root;
 use latch_wire::{Incarnation, Owner};
 
@@ -45,12 +45,24 @@ pub(crate) fn parse_expect(pre: &Preconditions) -> Result<Option<Incarnation>, C
         .transpose()
 }
 
+/// The receipt `--receipt FILE` names, checked against this registry; in a bridge,
+/// the one its request carried, never a file (SPEC.md §12.2).
+pub(crate) fn load_receipt(client: &Client, path: &Path) -> Result<Receipt, ClientError> {
+    match crate::bridge::given_receipt() {
+        None => client.load_receipt(path),
+        Some(Some(r)) => client.check_receipt(r.clone(), "sent with the request"),
+        Some(None) => Err(usage(
+            "a bridge reads no receipt file: the receipt travels in the request",
+        )),
+    }
+}
+
 /// Resolves the target's REF under its preconditions (`--expect`, `--receipt`).
 pub(crate) fn resolve(client: &Client, target: &TargetArgs) -> Result<Target, ClientError> {
     let (reference, pre) = (target.reference.as_str(), &target.pre);
     let mut want = parse_expect(pre)?;
     if let Some(path) = &pre.receipt {
-        let receipt = client.load_receipt(path)?;
+        let receipt = load_receipt(client, path)?;
         if want.is_some_and(|w| !w.ct_eq(&receipt.incarnation)) {
             return Err(usage("--expect and --receipt name different incarnations"));
         }

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use latch_client::{ClientError, Connection, Mismatch, SessionStatus, UnreachableCause};
+use latch_client::{ClientError, Connection, Mismatch, Receipt, SessionStatus, UnreachableCause};
 use latch_registry::Record;
 use latch_wire::{Incarnation, SessionId, SessionRef};
 use serde::{Deserialize, Serialize};
@@ -146,7 +146,13 @@ pub struct Request {
 #[serde(rename_all = "camelCase")]
 pub enum Op {
     /// Run latch with these arguments; its output and exit code are the answer.
-    Exec { args: Vec<String> },
+    Exec {
+        args: Vec<String>,
+        /// The receipt (without its host) that `--receipt -` or `receipt verify -`
+        /// in ARGS means: the bridge reads no receipt file (SPEC.md §12.2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receipt: Option<Receipt>,
+    },
     /// Resolve a REF, then relay bytes between stdin/stdout and its daemon.
     Connect(ConnectRequest),
 }
@@ -170,6 +176,9 @@ pub struct ConnectRequest {
     /// The incarnation the caller expects (checked again by BIND).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<String>,
+    /// Resolve under this receipt (without its host), as `--receipt` (SPEC.md §9.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Receipt>,
 }
 
 /// The bridge's first line on stdout.
@@ -214,6 +223,9 @@ pub struct TargetLine {
     /// The `new --json` output, for a create request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<serde_json::Value>,
+    /// The creation's receipt (without a host), for a create request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Box<Receipt>>,
 }
 
 pub fn our_request(op: Op) -> Request {
@@ -464,6 +476,7 @@ impl Ssh {
 pub fn exec(
     host: &Host,
     args: Vec<String>,
+    receipt: Option<Receipt>,
     stdin: bool,
     capture: bool,
 ) -> Result<(i32, Vec<u8>), ClientError> {
@@ -481,7 +494,7 @@ pub fn exec(
         child,
         tail,
     };
-    let req = serde_json::to_string(&our_request(Op::Exec { args }))
+    let req = serde_json::to_string(&our_request(Op::Exec { args, receipt }))
         .map_err(|e| ClientError::Other(e.to_string()))?;
     let _ = input.write_all(format!("{req}\n").as_bytes());
     if stdin {
@@ -543,6 +556,7 @@ pub struct RemoteTarget {
     pub status: SessionStatus,
     pub final_screen: Option<latch_registry::FinalScreen>,
     pub created: Option<serde_json::Value>,
+    pub receipt: Option<Receipt>,
 }
 
 /// A connection through a bridge to a remote daemon: not yet negotiated.
@@ -655,6 +669,7 @@ pub fn connect(host: &Host, req: ConnectRequest) -> Result<Relay, ClientError> {
             status,
             final_screen: t.final_screen.map(|b| *b),
             created: t.created,
+            receipt: t.receipt.map(|b| *b),
         },
         stream: t.connected.then_some(mine),
         ssh,

@@ -628,3 +628,251 @@ fn attach_through_ssh_typing_resize_detach_and_a_dropped_connection() {
         "running"
     );
 }
+
+/// `latch --host alpha new -d --id ID --receipt FILE --json -- CMD…`; the incarnation.
+#[track_caller]
+fn new_with_receipt(s: &Sshd, id: &str, receipt: &str, cmd: &[&str]) -> String {
+    let mut args = vec![
+        "--host",
+        "alpha",
+        "new",
+        "-d",
+        "--id",
+        id,
+        "--receipt",
+        receipt,
+        "--json",
+        "--",
+    ];
+    args.extend_from_slice(cmd);
+    let r = s.run(&args);
+    assert_eq!(r.code, 0, "{r:?}");
+    r.json()["incarnation"].as_str().unwrap().to_owned()
+}
+
+/// Ends and removes session `id` on alpha, then creates it again there: a
+/// replacement the receipt's creation must never reach.
+#[track_caller]
+fn replace_on_alpha(s: &Sshd, id: &str) -> String {
+    s.alpha.run(&["kill", id, "--wait"]).ok();
+    s.alpha.run(&["rm", id]).ok();
+    let new = s
+        .alpha
+        .new_session(id, &["sh", "-c", "echo replacement; exec cat"]);
+    s.alpha.wait_for(id, "replacement");
+    new
+}
+
+#[test]
+fn a_host_receipt_is_written_here_and_verified_on_its_host() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Sshd::start();
+    let receipt = s.dir.path().join("rr.receipt");
+    let receipt_s = receipt.to_str().unwrap();
+    let inc = new_with_receipt(&s, "rr", receipt_s, &["sh", "-c", "echo up; exec cat"]);
+
+    // Written here, 0600, naming the host and the remote creation.
+    let meta = std::fs::metadata(&receipt).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
+    assert_eq!(r["host"], "alpha", "{r}");
+    assert_eq!(r["id"], "rr");
+    assert_eq!(r["incarnation"], inc.as_str());
+    assert_eq!(
+        std::path::Path::new(r["root"].as_str().unwrap()),
+        s.alpha.root.canonicalize().unwrap()
+    );
+    // Attaching `new` writes one too, before it attaches (here without a
+    // terminal, so the attach itself fails; the session runs on).
+    let attached = s.dir.path().join("attached.receipt");
+    let r = s.run(&[
+        "--host",
+        "alpha",
+        "new",
+        "--id",
+        "ra",
+        "--receipt",
+        attached.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "exec cat",
+    ]);
+    let a: serde_json::Value = serde_json::from_slice(&std::fs::read(&attached).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert_eq!(a["host"], "alpha", "{a}");
+    assert_eq!(a["incarnation"], s.alpha.record("ra")["incarnation"]);
+
+    // Verified on alpha, by its key and its state, from here.
+    let v = s.run(&["receipt", "verify", receipt_s]);
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(v.stdout.starts_with("current"), "{v:?}");
+    let v = s.run(&["receipt", "verify", receipt_s, "--json"]).json();
+    assert_eq!(v["verdict"], "current", "{v}");
+    assert_eq!(v["incarnation"], inc.as_str());
+    // With its own --host too.
+    assert_eq!(
+        s.run(&["--host", "alpha", "receipt", "verify", receipt_s])
+            .code,
+        0
+    );
+
+    let new = replace_on_alpha(&s, "rr");
+    let v = s.run(&["receipt", "verify", receipt_s]);
+    assert_eq!(v.code, 4, "{v:?}");
+    assert!(v.stdout.starts_with("replaced"), "{v:?}");
+    assert!(v.stdout.contains(&new), "{v:?}");
+
+    s.alpha.run(&["kill", "rr", "--wait"]).ok();
+    s.alpha.run(&["rm", "rr"]).ok();
+    let v = s.run(&["receipt", "verify", receipt_s, "--json"]);
+    assert_eq!(v.code, 3, "{v:?}");
+    assert_eq!(v.json()["verdict"], "removed");
+}
+
+#[test]
+fn acting_by_a_host_receipt_reaches_that_creation_only() {
+    let s = Sshd::start();
+    let receipt = s.dir.path().join("job.receipt");
+    let receipt_s = receipt.to_str().unwrap();
+    let old = new_with_receipt(&s, "job", receipt_s, &["sh", "-c", "echo up; exec cat"]);
+    s.alpha.wait_for("job", "up");
+
+    // The receipt names the host: no --host needed.
+    let tagged = s.run(&["tag", "job", "by=receipt", "--receipt", receipt_s]);
+    assert_eq!(tagged.code, 0, "{tagged:?}");
+    assert_eq!(s.alpha.record("job")["tags"]["by"], "receipt");
+    let sent = s.run(&["send", "job", "--receipt", receipt_s, "hello\n"]);
+    assert_eq!(sent.code, 0, "{sent:?}");
+    s.alpha.wait_for("job", "hello");
+
+    let new = replace_on_alpha(&s, "job");
+    assert_ne!(old, new);
+    let pid = u32::try_from(s.alpha.record("job")["child"]["pid"].as_u64().unwrap()).unwrap();
+
+    // Every act by the old receipt fails closed: registry operations (relayed) and
+    // daemon effects (BIND) alike.
+    let tagged = s.run(&["tag", "job", "by=stale", "--receipt", receipt_s]);
+    assert_eq!(tagged.code, 4, "{tagged:?}");
+    let renamed = s.run(&["rename", "job", "stale", "--receipt", receipt_s]);
+    assert_eq!(renamed.code, 4, "{renamed:?}");
+    let killed = s.run(&["kill", "job", "--receipt", receipt_s]);
+    assert_eq!(killed.code, 4, "{killed:?}");
+    let killed = s.run(&["--host", "alpha", "kill", "job", "--receipt", receipt_s]);
+    assert_eq!(killed.code, 4, "{killed:?}");
+    let sent = s.run(&["send", "alpha:job", "--receipt", receipt_s, "INJECTED"]);
+    assert_eq!(sent.code, 4, "{sent:?}");
+    let removed = s.run(&["rm", "job", "--force", "--receipt", receipt_s]);
+    assert_eq!(removed.code, 4, "{removed:?}");
+
+    // The replacement is untouched.
+    assert!(support::alive(pid));
+    let rec = s.alpha.record("job");
+    assert_eq!(rec["incarnation"], new.as_str());
+    assert!(rec["tags"].get("by").is_none(), "{rec}");
+    assert!(rec["name"].is_null(), "{rec}");
+    assert!(!s.alpha.run(&["peek", "job"]).ok().contains("INJECTED"));
+    let events = s.alpha.run(&["events", "job", "--json"]).stdout;
+    assert!(
+        !events
+            .lines()
+            .any(|l| l.contains("kill_requested") && l.contains(&new)),
+        "{events}"
+    );
+
+    // A receipt for the current creation kills exactly it.
+    s.alpha.run(&["kill", "job", "--wait"]).ok();
+    s.alpha.run(&["rm", "job"]).ok();
+    let second = s.dir.path().join("second.receipt");
+    let second_s = second.to_str().unwrap();
+    new_with_receipt(&s, "job", second_s, &["sh", "-c", "exec cat"]);
+    let pid = u32::try_from(s.alpha.record("job")["child"]["pid"].as_u64().unwrap()).unwrap();
+    let killed = s.run(&["kill", "job", "--wait", "--receipt", second_s, "--json"]);
+    assert_eq!(killed.code, 0, "{killed:?}");
+    assert_eq!(killed.json()["outcome"], "killed");
+    assert!(support::wait_process_exit(
+        pid,
+        std::time::Duration::from_secs(10)
+    ));
+}
+
+#[test]
+fn host_and_receipt_must_agree_and_a_bridge_reads_no_receipt_file() {
+    let s = Sshd::start();
+    let hosted = s.dir.path().join("hosted.receipt");
+    let hosted_s = hosted.to_str().unwrap();
+    new_with_receipt(&s, "hr", hosted_s, &["sh", "-c", "exec cat"]);
+    let local = s.dir.path().join("local.receipt");
+    let local_s = local.to_str().unwrap();
+    let made = s.alpha.run(&[
+        "new",
+        "-d",
+        "--id",
+        "lr",
+        "--receipt",
+        local_s,
+        "--",
+        "sh",
+        "-c",
+        "exec cat",
+    ]);
+    assert_eq!(made.code, 0, "{made:?}");
+
+    for args in [
+        // A host receipt with another host.
+        vec!["--host", "beta", "tag", "hr", "x=1", "--receipt", hosted_s],
+        vec!["tag", "beta:hr", "x=1", "--receipt", hosted_s],
+        vec!["--host", "beta", "kill", "hr", "--receipt", hosted_s],
+        vec!["--host", "beta", "receipt", "verify", hosted_s],
+        // A local receipt with a host.
+        vec!["--host", "alpha", "tag", "lr", "x=1", "--receipt", local_s],
+        vec!["kill", "alpha:lr", "--receipt", local_s],
+        vec!["--host", "alpha", "receipt", "verify", local_s],
+    ] {
+        let r = s.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(r.stderr.contains("receipt"), "{args:?}: {r:?}");
+    }
+    assert!(s.alpha.record("hr")["tags"].get("x").is_none());
+    assert!(s.alpha.record("lr")["tags"].get("x").is_none());
+
+    // `new --receipt` into a directory: refused here, nothing created there.
+    let r = s.run(&[
+        "--host",
+        "alpha",
+        "new",
+        "-d",
+        "--id",
+        "nothing",
+        "--receipt",
+        "/tmp",
+        "--",
+        "true",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!s.alpha.path("nothing.json").exists());
+
+    // A request whose arguments name a receipt file, without the receipt itself:
+    // the bridge refuses rather than read a file of its host.
+    let mut bridge = Command::new(latch_bin())
+        .arg("bridge")
+        .env("LATCH_ROOT", &s.alpha.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let request = serde_json::json!({
+        "remote": {"min": 1, "max": 1},
+        "latch": "test",
+        "exec": {"args": ["tag", "lr", "x=1", "--receipt", local_s]},
+    });
+    {
+        use std::io::Write;
+        let mut stdin = bridge.stdin.take().unwrap();
+        writeln!(stdin, "{request}").unwrap();
+    }
+    let out = bridge.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(s.alpha.record("lr")["tags"].get("x").is_none());
+}

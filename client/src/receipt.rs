@@ -21,6 +21,10 @@ pub const RECEIPT_VERSION: u32 = 1;
 pub struct Receipt {
     /// Format version.
     pub version: u32,
+    /// The host whose registry holds the session, as `--host` named it (SPEC.md
+    /// §12); absent for a session of this host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// The registry root the session was created in.
     pub root: PathBuf,
     /// The id.
@@ -69,6 +73,13 @@ impl Receipt {
             ));
         }
         Ok(r)
+    }
+
+    /// Writes the receipt atomically with mode 0600 (SPEC.md §9.10).
+    pub fn write(&self, path: &Path) -> Result<(), ClientError> {
+        let bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| ClientError::Other(e.to_string()))?;
+        write_atomic(path, &bytes).map_err(ClientError::from)
     }
 }
 
@@ -126,13 +137,21 @@ fn same_root(a: &Path, b: &Path) -> bool {
 impl Client {
     /// Writes a receipt for `created` atomically with mode 0600.
     pub fn write_receipt(&self, path: &Path, created: &Created) -> Result<Receipt, ClientError> {
+        let receipt = self.receipt_for(created);
+        receipt.write(path)?;
+        Ok(receipt)
+    }
+
+    /// The receipt of a creation in this registry (no host: it is this host's).
+    pub fn receipt_for(&self, created: &Created) -> Receipt {
         let root = self
             .registry()
             .root()
             .canonicalize()
             .unwrap_or_else(|_| self.registry().root().to_path_buf());
-        let receipt = Receipt {
+        Receipt {
             version: RECEIPT_VERSION,
+            host: None,
             root,
             id: created.id.clone(),
             incarnation: created.incarnation,
@@ -143,24 +162,29 @@ impl Client {
                 &created.incarnation,
                 created.owner.as_ref(),
             )),
-        };
-        let bytes =
-            serde_json::to_vec_pretty(&receipt).map_err(|e| ClientError::Other(e.to_string()))?;
-        write_atomic(path, &bytes).map_err(ClientError::from)?;
-        Ok(receipt)
+        }
     }
 
     /// Loads a receipt that must belong to this registry (root and key).
     pub fn load_receipt(&self, path: &Path) -> Result<Receipt, ClientError> {
-        let r = Receipt::load(path)?;
-        if !same_root(&r.root, self.registry().root())
+        self.check_receipt(Receipt::load(path)?, &path.display().to_string())
+    }
+
+    /// Checks a receipt (read from `what`) belongs to this registry: no host, this
+    /// root, minted and owned under this key.
+    pub fn check_receipt(&self, r: Receipt, what: &str) -> Result<Receipt, ClientError> {
+        if r.host.is_some()
+            || !same_root(&r.root, self.registry().root())
             || !self.registry().verify(&r.id, &r.incarnation)
             || !self.receipt_owner_verifies(&r)
         {
             return Err(ClientError::Refused(format!(
-                "receipt {} was not issued by this registry ({})",
-                path.display(),
-                self.registry().root().display()
+                "receipt {what} was not issued by this registry ({}{})",
+                self.registry().root().display(),
+                r.host
+                    .as_deref()
+                    .map(|h| format!("; it names host {h}"))
+                    .unwrap_or_default()
             )));
         }
         Ok(r)
@@ -182,10 +206,18 @@ impl Client {
 
     /// What a receipt says now.
     pub fn verify_receipt(&self, path: &Path) -> (Verdict, Option<Receipt>, String) {
-        let r = match Receipt::load(path) {
-            Ok(r) => r,
-            Err(e) => return (Verdict::Unreadable, None, e.to_string()),
-        };
+        match Receipt::load(path) {
+            Ok(r) => self.verify_receipt_value(r),
+            Err(e) => (Verdict::Unreadable, None, e.to_string()),
+        }
+    }
+
+    /// What a receipt already read says now (SPEC.md §9.10).
+    pub fn verify_receipt_value(&self, r: Receipt) -> (Verdict, Option<Receipt>, String) {
+        if let Some(h) = &r.host {
+            let msg = format!("issued for host {h} (verify it there: latch --host {h})");
+            return (Verdict::Foreign, Some(r), msg);
+        }
         if !same_root(&r.root, self.registry().root()) {
             let msg = format!("issued for registry {}", r.root.display());
             return (Verdict::Foreign, Some(r), msg);

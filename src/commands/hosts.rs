@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 use latch_client::{
-    exit, AttachMode, Bound, ClientError, KillOutcome, SessionStatus, UnreachableCause,
+    exit, AttachMode, Bound, ClientError, KillOutcome, Receipt, SessionStatus, UnreachableCause,
 };
 use latch_wire::{Incarnation, Owner};
 use serde::Deserialize;
 
 use super::{lifecycle, parse_expect, parse_owner, registry_ops, secs, sessions, usage};
-use crate::cli::{Cli, Command, Preconditions, TargetArgs};
+use crate::cli::{Cli, Command, MetaOp, Preconditions, ReceiptOp, TargetArgs};
 use crate::remote::{self, ConnectRequest, Host, Relay};
 use crate::{attach, output, shapes};
 
@@ -22,6 +22,9 @@ pub(crate) struct Route {
     hosts: Vec<Host>,
     /// The REF as given, and without its `HOST:`.
     reference: Option<(String, String)>,
+    /// The receipt a host receipt names (SPEC.md §9.10), its host taken out: it
+    /// travels in the request, never as a file name.
+    receipt: Option<Receipt>,
 }
 
 /// The REF of a command, if it takes one.
@@ -41,6 +44,30 @@ fn reference_of(command: &Command) -> Option<&str> {
         }
         _ => None,
     }
+}
+
+/// The receipt file a command acts by (`--receipt`, `receipt verify FILE`).
+fn receipt_of(command: &Command) -> Option<&std::path::Path> {
+    let pre = match command {
+        Command::Peek { target, .. }
+        | Command::Send { target, .. }
+        | Command::Resize { target, .. }
+        | Command::Status { target }
+        | Command::Kill { target, .. }
+        | Command::Rm { target, .. }
+        | Command::Tag { target, .. }
+        | Command::Rename { target, .. }
+        | Command::Restart { target, .. } => &target.pre,
+        Command::Attach { pre, .. } => pre,
+        Command::Meta {
+            op: MetaOp::Patch { pre, .. },
+        } => pre,
+        Command::Receipt {
+            op: ReceiptOp::Verify { file },
+        } => return Some(file),
+        _ => return None,
+    };
+    pre.receipt.as_deref()
 }
 
 /// The hosts a command names (`--host`, `$LATCH_HOST`, a `HOST:ID` REF), if any.
@@ -68,21 +95,60 @@ pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
             reference = Some((r.to_owned(), rest));
         }
     }
+    // A receipt naming a host sends the command there; one naming none is local.
+    let mut receipt = None;
+    if let Some(path) = cli.command.as_ref().and_then(receipt_of) {
+        match Receipt::load(path) {
+            // Unreadable and local: the local command says so as it always has.
+            Err(_) if hosts.is_empty() => {}
+            Err(e) => return Err(e),
+            Ok(r) => match r.host.as_deref().map(Host::parse).transpose() {
+                Err(e) => return Err(usage(format!("receipt {}: {e}", path.display()))),
+                Ok(None) if hosts.is_empty() => {}
+                Ok(None) => {
+                    return Err(usage(format!(
+                        "receipt {} is for a session of this host, not of --host {}",
+                        path.display(),
+                        hosts.iter().map(Host::as_str).collect::<Vec<_>>().join(",")
+                    )))
+                }
+                Ok(Some(h)) if hosts.is_empty() || hosts == [h.clone()] => {
+                    hosts = vec![h];
+                    let mut r = r;
+                    r.host = None;
+                    receipt = Some(r);
+                }
+                Ok(Some(h)) => {
+                    return Err(usage(format!(
+                        "receipt {} is for a session on host {h}, not on {}",
+                        path.display(),
+                        hosts.iter().map(Host::as_str).collect::<Vec<_>>().join(",")
+                    )))
+                }
+            },
+        }
+    }
     if hosts.is_empty() {
         return Ok(None);
     }
     if hosts.len() > 1 && !matches!(cli.command, Some(Command::Ls { .. })) {
         return Err(usage("several hosts: only `ls` merges hosts; name one"));
     }
-    Ok(Some(Route { hosts, reference }))
+    Ok(Some(Route {
+        hosts,
+        reference,
+        receipt,
+    }))
 }
 
-/// This command's own arguments, to run on the host: `--host` taken out, and the
-/// REF without its `HOST:`.
+/// This command's own arguments, to run on the host: `--host` taken out, the REF
+/// without its `HOST:`, and a `--receipt FILE` or `receipt verify FILE` as `-` (the
+/// receipt travels in the request, SPEC.md §12.2).
 fn forwarded_args(route: &Route) -> Result<Vec<String>, ClientError> {
     let mut out = Vec::new();
     let mut args = std::env::args_os().skip(1);
     let mut replaced = false;
+    let mut receipt_next = false;
     let mut after_dashes = false;
     while let Some(a) = args.next() {
         let a = a.into_string().map_err(|a| {
@@ -101,6 +167,16 @@ fn forwarded_args(route: &Route) -> Result<Vec<String>, ClientError> {
             continue;
         } else if a.starts_with("--host=") {
             continue;
+        } else if route.receipt.is_some() {
+            if std::mem::take(&mut receipt_next) {
+                out.push("-".into());
+                continue;
+            } else if a == "--receipt" {
+                receipt_next = true;
+            } else if a.starts_with("--receipt=") {
+                out.push("--receipt=-".into());
+                continue;
+            }
         }
         match &route.reference {
             Some((given, rest)) if !replaced && !after_dashes && a == *given => {
@@ -151,16 +227,15 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
         | Command::Man
         | Command::Daemon { .. }
         | Command::Bridge => Err(usage("this command runs only on this host (no --host)")),
-        Command::New(args) if !args.detached => {
-            if args.receipt.is_some() {
-                return Err(usage("--receipt with --host is not supported yet"));
-            }
+        Command::New(args) if !args.detached || args.receipt.is_some() => {
+            // The receipt is written here, so first checked here (SPEC.md §9.10).
+            let receipt = args
+                .receipt
+                .as_deref()
+                .map(sessions::prepare_receipt)
+                .transpose()?;
             let handled = attach::block_signals()?;
-            let mut new_args = forwarded_args(&route)?;
-            // `new` and its options as given, less the subcommand itself and the
-            // global options before it: the bridge runs `latch --json new -d ARGS`.
-            let at = new_args.iter().position(|a| a == "new").unwrap_or(0);
-            new_args.drain(..=at);
+            let new_args = new_args(&route)?;
             let mut relay = remote::connect(
                 &host,
                 ConnectRequest {
@@ -169,10 +244,19 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                     ..ConnectRequest::default()
                 },
             )?;
-            if json {
-                if let Some(c) = &relay.target.created {
-                    println!("{c}");
+            if let Some(path) = &receipt {
+                if let Some(code) = write_receipt(&relay, &host, path, json)? {
+                    return Ok(code);
                 }
+            }
+            if json || args.detached {
+                match &relay.target.created {
+                    Some(c) if json => println!("{c}"),
+                    _ => println!("{}", relay.target.session),
+                }
+            }
+            if args.detached {
+                return Ok(exit::OK);
             }
             let bound = bind(&mut relay, None)?;
             attach::attach_bound(
@@ -192,7 +276,7 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             force: _,
             history: _,
         } => {
-            let Some(r) = r else {
+            let Some(r) = r.or_else(|| route.receipt.as_ref().map(|r| r.id.to_string())) else {
                 return Err(usage("attach with --host needs a REF"));
             };
             let key = match detach_key {
@@ -292,14 +376,90 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             };
             lifecycle::print_kill(&session, owner, outcome, json)
         }
+        Command::Receipt {
+            op: ReceiptOp::Verify { .. },
+        } if route.receipt.is_some() => {
+            // The receipt's contents travel; the file's name stays here.
+            let mut args = Vec::new();
+            if let Some(r) = root {
+                args.extend(["--root".to_owned(), r]);
+            }
+            if json {
+                args.push("--json".into());
+            }
+            args.extend(["receipt", "verify", "-"].map(str::to_owned));
+            let (code, _) = remote::exec(&host, args, route.receipt.clone(), false, false)?;
+            Ok(code)
+        }
         _ => relay_exec(&route, matches!(command, Command::Meta { .. })),
     }
+}
+
+/// `new`'s options as given, for the bridge's `latch --json new -d ARGS`: less the
+/// subcommand and the global options before it, `--receipt` (written here) and
+/// `-d` (the bridge adds it).
+fn new_args(route: &Route) -> Result<Vec<String>, ClientError> {
+    let mut args = forwarded_args(route)?;
+    let at = args.iter().position(|a| a == "new").unwrap_or(0);
+    args.drain(..=at);
+    let mut out = Vec::new();
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            out.push(a);
+            out.extend(it.by_ref());
+        } else if a == "--receipt" {
+            it.next();
+        } else if a.starts_with("--receipt=") || a == "--detached" {
+        } else if a.starts_with('-') && !a.starts_with("--") && a.contains('d') {
+            // A cluster of short flags (`-dA`): -d and -A take no value.
+            let rest: String = a.chars().filter(|&c| c != 'd').collect();
+            if rest != "-" {
+                out.push(rest);
+            }
+        } else {
+            out.push(a);
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the receipt of the remote creation here, naming its host. If that fails,
+/// the session exists: printed as on success, and exit 11 (SPEC.md §9.10).
+fn write_receipt(
+    relay: &Relay,
+    host: &Host,
+    path: &std::path::Path,
+    json: bool,
+) -> Result<Option<i32>, ClientError> {
+    let session = &relay.target.session;
+    let written = match relay.target.receipt.clone() {
+        Some(mut r) if r.session() == *session => {
+            r.host = Some(host.to_string());
+            r.write(path)
+        }
+        _ => Err(ClientError::protocol(
+            latch_client::Mismatch::Remote,
+            format!("the latch on host {host} sent no receipt for {session}"),
+        )),
+    };
+    let Err(e) = written else {
+        return Ok(None);
+    };
+    match &relay.target.created {
+        Some(c) if json => println!("{c}"),
+        _ => println!("{session}"),
+    }
+    eprintln!(
+        "latch: session {session} was created on host {host} and runs, but its receipt could          not be written: {e}; `latch kill {host}:{session}` ends it"
+    );
+    Ok(Some(exit::RECEIPT_NOT_WRITTEN))
 }
 
 /// Runs this command's own arguments on the host (SPEC.md §12.2 exec).
 fn relay_exec(route: &Route, stdin: bool) -> Result<i32, ClientError> {
     let args = forwarded_args(route)?;
-    let (code, _) = remote::exec(one(route), args, stdin, false)?;
+    let (code, _) = remote::exec(one(route), args, route.receipt.clone(), stdin, false)?;
     Ok(code)
 }
 
@@ -331,13 +491,16 @@ fn open_relay(
     pre: &Preconditions,
     kill: Option<i32>,
 ) -> Result<Relay, ClientError> {
-    if pre.receipt.is_some() {
-        return Err(usage(
-            "--receipt with --host is not supported yet; use --expect",
-        ));
-    }
-    let expect = parse_expect(pre)?;
+    let mut expect = parse_expect(pre)?;
     owner_of(pre)?;
+    // A host receipt pins the creation (SPEC.md §9.10): its incarnation is the
+    // precondition here, at the bridge (with the receipt) and in BIND.
+    if let Some(r) = &route.receipt {
+        if expect.is_some_and(|w| !w.ct_eq(&r.incarnation)) {
+            return Err(usage("--expect and --receipt name different incarnations"));
+        }
+        expect = Some(r.incarnation);
+    }
     let relay = remote::connect(
         one(route),
         ConnectRequest {
@@ -345,6 +508,7 @@ fn open_relay(
             reference: Some(reference.to_owned()),
             kill,
             expect: expect.map(|e| e.to_string()),
+            receipt: route.receipt.clone(),
             ..ConnectRequest::default()
         },
     )?;
@@ -489,7 +653,7 @@ fn exited_on_host(route: &Route, root: Option<&str>, session: &latch_wire::Sessi
         "--json".to_owned(),
         session.to_string(),
     ]);
-    match remote::exec(one(route), args, false, true) {
+    match remote::exec(one(route), args, None, false, true) {
         Ok((code, out)) if code == exit::OK => {
             serde_json::from_slice::<serde_json::Value>(&out).is_ok_and(|v| v["status"] == "exited")
         }
@@ -674,7 +838,7 @@ fn ls(
 }
 
 fn ls_one(host: &Host, args: Vec<String>) -> Result<Vec<serde_json::Value>, ClientError> {
-    let (code, out) = remote::exec(host, args, false, true)?;
+    let (code, out) = remote::exec(host, args, None, false, true)?;
     let value: serde_json::Value = serde_json::from_slice(&out).map_err(|e| {
         ClientError::protocol(
             latch_client::Mismatch::Remote,

@@ -68,7 +68,7 @@ fn refuse_inside(session: &SessionRef, force: bool) -> Result<(), ClientError> {
 /// Checks that a receipt can be written at `path` (resolved against the current
 /// directory) before anything is created: a temp file is made beside it and
 /// removed.
-fn prepare_receipt(path: &Path) -> Result<PathBuf, ClientError> {
+pub(crate) fn prepare_receipt(path: &Path) -> Result<PathBuf, ClientError> {
     let abs = std::path::absolute(path)
         .map_err(|e| usage(format!("--receipt {}: {e}", path.display())))?;
     if abs.is_dir() {
@@ -332,7 +332,7 @@ pub(crate) fn attach(
     let client = open_for(root, pre)?;
     let reference = match (reference, &pre.receipt) {
         (Some(r), _) => r.to_owned(),
-        (None, Some(path)) => client.load_receipt(path)?.id.to_string(),
+        (None, Some(path)) => super::load_receipt(&client, path)?.id.to_string(),
         (None, None) => most_recent(&client)?,
     };
     let target = resolve(

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import statistics
@@ -22,8 +23,10 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LATCH = os.environ.get("LATCH_BIN") or os.path.join(REPO, "target", "release", "latch")
-TOOLS = os.path.join(REPO, "bench", "tools", "target", "release")
+# Where bench/run.sh built them: $CARGO_TARGET_DIR when set, else each workspace's target/.
+_TARGET = os.environ.get("CARGO_TARGET_DIR")
+LATCH = os.environ.get("LATCH_BIN") or os.path.join(_TARGET or os.path.join(REPO, "target"), "release", "latch")
+TOOLS = os.path.join(_TARGET or os.path.join(REPO, "bench", "tools", "target"), "release")
 PTYRUN = os.path.join(TOOLS, "ptyrun")
 WIRE = os.path.join(TOOLS, "wire")
 
@@ -37,14 +40,23 @@ if "--only" in sys.argv:
 def wanted(section):
     return ONLY is None or section in ONLY
 
-ROUNDS = 1 if QUICK else 3          # throughput rounds (median)
-DATA_MB = 20 if QUICK else 100
-ECHO_N = 60 if QUICK else 200
-PEEK_N = 20 if QUICK else 50
+# Every figure of the issue is taken in ROUNDS rounds, each round taking every peer in
+# turn (so a ratio's two sides come from the same minute); the table gives the median
+# of the per-round figures and their spread (min-max).
+ROUNDS = 5
+DATA_MB = 8 if QUICK else 64
+ECHO_N = 20 if QUICK else 40        # keystrokes per peer per round
+PEEK_N = 5 if QUICK else 10         # peeks per peer per round
 ATTACH_N = 8 if QUICK else 20
-CREATE_N = 8 if QUICK else 20
+CREATE_N = 2 if QUICK else 4        # creations per peer per round
+IDLE_N = 10                         # sessions per peer for idle PSS, each round afresh
 LS_SESSIONS = 100 if QUICK else 1000
-SCROLL_MB = 20 if QUICK else 72
+LS_WORKERS = 4                      # parallel `latch new -d` while filling for ls
+SCROLL_MB = 8 if QUICK else 72
+SCROLL_ROUNDS = 2 if QUICK else ROUNDS
+TERM_CHUNK = 4096                   # bytes per read of the terminal reader (script's stdout)
+# Optional: cap the terminal reader at this many MB/s (a slow terminal's drawing rate).
+TERM_MBPS = float(os.environ.get("LATCH_BENCH_TERM_MBPS") or 0)
 END_MARK = b"END-OF-LATCH-BENCH-DATA"
 
 TMP = tempfile.mkdtemp(prefix="latch-bench-")
@@ -217,7 +229,7 @@ def make_data():
 
 # ----- latch helpers -----
 
-LATCH_SESSIONS = []  # (daemon pid, child pid)
+LATCH_SESSIONS = []  # (daemon pid, child pid, id)
 
 
 def latch_new(sid, cmd):
@@ -225,7 +237,7 @@ def latch_new(sid, cmd):
     v = json.loads(r.stdout)
     track(v["daemonPid"])
     track(v["childPid"])
-    LATCH_SESSIONS.append((v["daemonPid"], v["childPid"]))
+    LATCH_SESSIONS.append((v["daemonPid"], v["childPid"], sid))
     return v
 
 
@@ -262,41 +274,128 @@ def open_gate(gate):
         f.write("go\n")
 
 
-def flood_raw(data, size):
+class Terminals:
+    """The terminals of a throughput case's clients. `ptyrun`: each client on a PTY
+    read as fast as ptyrun can (64 KiB reads, nothing drawn). `script`: each client
+    under `script -qfec CMD /dev/null` (its own PTY, 24x80), script's stdout a pipe
+    this process reads TERM_CHUNK bytes at a time, as a terminal emulator reads its
+    PTY: script blocks when we have not read, so the client blocks writing its
+    terminal, as under a real terminal that is busy drawing."""
+
+    def __init__(self, kind, argss):
+        self.kind = kind
+        self.procs = []
+        for args in argss:
+            if kind == "ptyrun":
+                self.procs.append(popen([PTYRUN, "--"] + args))
+            else:
+                inner = "stty rows 24 cols 80 2>/dev/null; exec " + shlex.join(args)
+                # stdin: a pipe never written nor closed (a terminal nobody types on).
+                self.procs.append(popen(["script", "-qfec", inner, "/dev/null"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+        self.stats = []
+
+    def finish(self, timeout=300):
+        """Waits for every client to exit, reading its terminal to the end. Records
+        per client: bytes read, exit code, whether latch's "cut off" line or the
+        data's END_MARK reached the terminal."""
+        if self.kind == "ptyrun":
+            for p in self.procs:
+                p.wait(timeout=timeout)
+            return
+        deadline = time.monotonic() + timeout
+        t0 = time.monotonic()
+        total = 0
+        st = [{"bytes": 0, "cut_off": False, "end_seen": False, "tail": b""} for _ in self.procs]
+        fds = {p.stdout.fileno(): i for i, p in enumerate(self.procs)}
+        while fds:
+            r, _, _ = select.select(list(fds), [], [], max(0, deadline - time.monotonic()))
+            if not r:
+                raise RuntimeError("terminal reader: timed out")
+            for fd in r:
+                chunk = os.read(fd, TERM_CHUNK)
+                i = fds[fd]
+                if not chunk:
+                    del fds[fd]
+                    continue
+                s = st[i]
+                s["bytes"] += len(chunk)
+                total += len(chunk)
+                if TERM_MBPS:
+                    ahead = total / (TERM_MBPS * 1e6) - (time.monotonic() - t0)
+                    if ahead > 0.001:
+                        time.sleep(ahead)
+                seen = s["tail"] + chunk
+                s["cut_off"] |= b"cut off" in seen
+                s["end_seen"] |= END_MARK in seen
+                s["tail"] = seen[-64:]
+        for p, s in zip(self.procs, st):
+            p.wait(timeout=max(1, deadline - time.monotonic()))
+            p.stdout.close()
+            p.stdin.close()
+            s["exit"] = p.returncode
+            del s["tail"]
+        self.stats = st
+
+
+TERM_STATS = {}  # case -> per round, per client: Terminals.stats
+
+
+def reader_ceiling(data, size):
+    """The terminal reader's own ceiling: `cat FILE` into the same pipe reader, no PTY."""
     t = time.perf_counter()
-    p = popen([PTYRUN, "--", "cat", data])
+    p = popen(["cat", data], stdout=subprocess.PIPE)
+    fd = p.stdout.fileno()
+    while os.read(fd, TERM_CHUNK):
+        pass
     p.wait()
+    p.stdout.close()
     return size / (time.perf_counter() - t) / 1e6
 
 
-def flood_latch(data, size, nclients, tag):
+def flood_raw(data, size, term="ptyrun", tag=""):
+    t = time.perf_counter()
+    if term == "ptyrun":
+        p = popen([PTYRUN, "--", "cat", data])
+        p.wait()
+    else:
+        c = Terminals(term, [["cat", data]])
+        c.finish()
+        TERM_STATS.setdefault("raw", []).append(c.stats)
+    return size / (time.perf_counter() - t) / 1e6
+
+
+def flood_latch(data, size, nclients, tag, term="ptyrun"):
     gate = fifo(f"gate-{tag}")
     sid = f"fl-{tag}"
     v = latch_new(sid, gated_cat(data, gate))
-    clients = [popen([PTYRUN, "--", LATCH, "attach", "--read-only", sid]) for _ in range(nclients)]
+    clients = Terminals(term, [[LATCH, "attach", "--read-only", sid]] * nclients)
     if not wait_until(lambda: latch_readers(sid) == nclients, 10, 0.05):
         raise RuntimeError(f"latch: {nclients} clients did not attach")
     t = time.perf_counter()
     open_gate(gate)
-    for c in clients:
-        c.wait(timeout=300)
+    clients.finish()
+    if term != "ptyrun":
+        TERM_STATS.setdefault(f"latch{nclients}", []).append(clients.stats)
     wait_pid(v["daemonPid"], 300)
     return size / (time.perf_counter() - t) / 1e6
 
 
-def flood_tmux(data, size, tag):
+def flood_tmux(data, size, tag, term="ptyrun"):
     gate = fifo(f"gate-{tag}")
     sock = os.path.join(TMP, f"tmux-{tag}.sock")
     cmd = " ".join(gated_cat(data, gate)[:2]) + " " + repr(gated_cat(data, gate)[2])
     run(["tmux", "-S", sock, "-f", TMUX_CONF, "new-session", "-d", "-s", "fl", "-x", "80", "-y", "24", cmd])
     server = int(run(["tmux", "-S", sock, "display", "-p", "-t", "fl", "#{pid}"]).stdout)
     track(server)
-    client = popen([PTYRUN, "--", "tmux", "-S", sock, "attach", "-r", "-t", "fl"])
+    client = Terminals(term, [["tmux", "-S", sock, "attach", "-r", "-t", "fl"]])
     if not wait_until(lambda: run(["tmux", "-S", sock, "list-clients"], check=False).stdout.count(b"\n") == 1, 10, 0.05):
         raise RuntimeError("tmux client did not attach")
     t = time.perf_counter()
     open_gate(gate)
-    client.wait(timeout=300)
+    client.finish()
+    if term != "ptyrun":
+        TERM_STATS.setdefault("tmux1", []).append(client.stats)
     wait_pid(server, 300)
     return size / (time.perf_counter() - t) / 1e6
 
@@ -307,20 +406,22 @@ def screen_pid(name):
     return int(m.group(1)) if m else None
 
 
-def flood_screen(data, size, tag):
+def flood_screen(data, size, tag, term="ptyrun"):
     gate = fifo(f"gate-{tag}")
     name = f"fl-{tag}"
     run(["screen", "-c", SCREEN_CONF, "-dmS", name] + gated_cat(data, gate))
     if not wait_until(lambda: screen_pid(name) is not None, 5):
         raise RuntimeError("screen did not start")
     server = track(screen_pid(name))
-    client = popen([PTYRUN, "--", "screen", "-c", SCREEN_CONF, "-x", name])
+    client = Terminals(term, [["screen", "-c", SCREEN_CONF, "-x", name]])
     if not wait_until(lambda: b"ttached" in run(["screen", "-ls", name], check=False).stdout, 10, 0.05):
         raise RuntimeError("screen client did not attach")
     time.sleep(0.3)
     t = time.perf_counter()
     open_gate(gate)
-    client.wait(timeout=300)
+    client.finish()
+    if term != "ptyrun":
+        TERM_STATS.setdefault("screen1", []).append(client.stats)
     wait_pid(server, 300)
     return size / (time.perf_counter() - t) / 1e6
 
@@ -330,45 +431,51 @@ def dtach_master(sock):
     return pids[0] if pids else None
 
 
-def flood_dtach(data, size, tag):
+def flood_dtach(data, size, tag, term="ptyrun"):
     gate = fifo(f"gate-{tag}")
     sock = os.path.join(TMP, f"dtach-{tag}.sock")
     run(["dtach", "-n", sock] + gated_cat(data, gate))
     master = track(dtach_master(sock))
-    client = popen([PTYRUN, "--", "dtach", "-a", sock, "-E", "-r", "none"])
+    client = Terminals(term, [["dtach", "-a", sock, "-E", "-r", "none"]])
     time.sleep(0.5)  # dtach has no way to ask whether the client is attached
     t = time.perf_counter()
     open_gate(gate)
-    client.wait(timeout=300)
+    client.finish()
+    if term != "ptyrun":
+        TERM_STATS.setdefault("dtach1", []).append(client.stats)
     if master:
         wait_pid(master, 300)
     return size / (time.perf_counter() - t) / 1e6
 
 
-def throughput(data, size):
+def throughput(data, size, term="ptyrun"):
+    """Per round, every case in turn: MB/s per case per round (None: it failed)."""
     cases = [
-        ("raw", lambda tag: flood_raw(data, size)),
-        ("latch0", lambda tag: flood_latch(data, size, 0, tag)),
-        ("latch1", lambda tag: flood_latch(data, size, 1, tag)),
-        ("latch2", lambda tag: flood_latch(data, size, 2, tag)),
+        ("raw", lambda tag: flood_raw(data, size, term)),
+        ("latch1", lambda tag: flood_latch(data, size, 1, tag, term)),
+        ("latch2", lambda tag: flood_latch(data, size, 2, tag, term)),
     ]
+    if term == "ptyrun":
+        cases.insert(1, ("latch0", lambda tag: flood_latch(data, size, 0, tag)))
+    else:
+        cases.insert(0, ("reader", lambda tag: reader_ceiling(data, size)))
     if "tmux" in PEERS:
-        cases.append(("tmux1", lambda tag: flood_tmux(data, size, tag)))
+        cases.append(("tmux1", lambda tag: flood_tmux(data, size, tag, term)))
     if "screen" in PEERS:
-        cases.append(("screen1", lambda tag: flood_screen(data, size, tag)))
+        cases.append(("screen1", lambda tag: flood_screen(data, size, tag, term)))
     if "dtach" in PEERS:
-        cases.append(("dtach1", lambda tag: flood_dtach(data, size, tag)))
+        cases.append(("dtach1", lambda tag: flood_dtach(data, size, tag, term)))
     samples = {name: [] for name, _ in cases}
     for r in range(ROUNDS):
         for name, fn in cases:
             try:
-                mbps = fn(f"{name}-{r}")
-                samples[name].append(mbps)
-                log(f"throughput {name} round {r}: {mbps:.1f} MB/s")
+                mbps = fn(f"{term}-{name}-{r}")
+                log(f"throughput ({term}) {name} round {r}: {mbps:.1f} MB/s")
             except Exception as e:  # a peer failing is reported, not fatal
-                log(f"throughput {name} round {r} failed: {e}")
-    RESULTS["throughput_samples"] = samples
-    return {k: statistics.median(v) for k, v in samples.items() if v}
+                mbps = None
+                log(f"throughput ({term}) {name} round {r} failed: {e}")
+            samples[name].append(mbps)
+    return samples
 
 
 # ----- terminals driven through a pty -----
@@ -451,30 +558,29 @@ def echo_latency(args, ready_marker=None):
         t.close()
 
 
-def echo_all():
+def echo_all(r=0):
     out = {}
     mark = "ECHO-READY"
     prog = ["sh", "-c", f"echo {mark}; exec cat"]
     out["raw"] = echo_latency(prog, mark.encode())
-    latch_new("echo", prog)
-    out["latch"] = echo_latency([LATCH, "attach", "echo"], mark.encode())
+    latch_new(f"echo{r}", prog)
+    out["latch"] = echo_latency([LATCH, "attach", f"echo{r}"], mark.encode())
     if "tmux" in PEERS:
-        sock = os.path.join(TMP, "tmux-echo.sock")
+        sock = os.path.join(TMP, f"tmux-echo{r}.sock")
         run(["tmux", "-S", sock, "-f", TMUX_CONF, "new-session", "-d", "-s", "echo", "-x", "80", "-y", "24", f"sh -c 'echo {mark}; exec cat'"])
         track(int(run(["tmux", "-S", sock, "display", "-p", "#{pid}"]).stdout))
         out["tmux"] = echo_latency(["tmux", "-S", sock, "attach", "-t", "echo"], mark.encode())
     if "screen" in PEERS:
-        run(["screen", "-c", SCREEN_CONF, "-dmS", "echo"] + prog)
-        wait_until(lambda: screen_pid("echo") is not None, 5)
-        track(screen_pid("echo"))
-        out["screen"] = echo_latency(["screen", "-c", SCREEN_CONF, "-x", "echo"], mark.encode())
+        run(["screen", "-c", SCREEN_CONF, "-dmS", f"echo{r}"] + prog)
+        wait_until(lambda: screen_pid(f"echo{r}") is not None, 5)
+        track(screen_pid(f"echo{r}"))
+        out["screen"] = echo_latency(["screen", "-c", SCREEN_CONF, "-x", f"echo{r}"], mark.encode())
     if "dtach" in PEERS:
-        sock = os.path.join(TMP, "dtach-echo.sock")
+        sock = os.path.join(TMP, f"dtach-echo{r}.sock")
         run(["dtach", "-n", sock] + prog)
         track(dtach_master(sock))
         out["dtach"] = echo_latency(["dtach", "-a", sock, "-E", "-r", "none"])
-    RESULTS["echo_samples"] = out
-    return {k: (pctl(v, 0.5), pctl(v, 0.99)) for k, v in out.items()}
+    return out
 
 
 def time_cmd(args, n):
@@ -489,27 +595,75 @@ def time_cmd(args, n):
     return xs
 
 
-def peek_all():
+def in_rounds(name, fn):
+    """fn(r) -> {peer: [samples]} for round r, ROUNDS rounds. Returns {peer: [the
+    round's median, per round]} (None where a round failed); every sample is kept in
+    RESULTS[name + "_samples"]."""
+    per = []
+    for r in range(ROUNDS):
+        try:
+            per.append(fn(r))
+        except Exception as e:  # a peer failing is reported, not fatal
+            log(f"{name} round {r} failed: {e}")
+            per.append({})
+        log(f"{name} round {r}: " + ", ".join(f"{k} {pctl(v, 0.5):.2f}" for k, v in per[-1].items()))
+    RESULTS[name + "_samples"] = per
+    peers = sorted({k for d in per for k in d})
+    return {k: [pctl(d[k], 0.5) if k in d else None for d in per] for k in peers}
+
+
+def quiesce():
+    """Ends everything started so far (latch sessions through `latch rm --force`, tmux
+    servers, screen and dtach masters, by pid), so that a memory figure is not shared
+    with earlier sections' processes (PSS divides shared pages among them)."""
+    for daemon, child, sid in LATCH_SESSIONS:
+        # Exited ones too: their records would be listed by `ls`.
+        run([LATCH, "rm", "--force", sid], check=False)
+    LATCH_SESSIONS.clear()
+    for sock in os.listdir(TMP):
+        if sock.startswith("tmux-") and sock.endswith(".sock"):
+            run(["tmux", "-S", os.path.join(TMP, sock), "kill-server"], check=False)
+            os.unlink(os.path.join(TMP, sock))
+    for pid in list(PIDS):
+        if alive(pid):
+            for c in children(pid):
+                try:
+                    os.kill(c, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            wait_pid(pid, 5)
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        PIDS.discard(pid)
+    run(["screen", "-wipe"], check=False)
+
+
+def peek_all(r=0):
     out = {"floor": time_cmd(["/bin/true"], PEEK_N)}
     prog = ["sh", "-c", "seq 1 20; exec cat"]
-    latch_new("peek", prog)
-    run([LATCH, "peek", "peek", "--wait", "20", "--timeout", "10"])  # the output is there
-    out["latch"] = time_cmd([LATCH, "peek", "peek"], PEEK_N)
+    latch_new(f"peek{r}", prog)
+    run([LATCH, "peek", f"peek{r}", "--wait", "20", "--timeout", "10"])  # the output is there
+    out["latch"] = time_cmd([LATCH, "peek", f"peek{r}"], PEEK_N)
     if "tmux" in PEERS:
-        sock = os.path.join(TMP, "tmux-peek.sock")
+        sock = os.path.join(TMP, f"tmux-peek{r}.sock")
         run(["tmux", "-S", sock, "-f", TMUX_CONF, "new-session", "-d", "-s", "peek", "-x", "80", "-y", "24", "sh -c 'seq 1 20; exec cat'"])
         track(int(run(["tmux", "-S", sock, "display", "-p", "#{pid}"]).stdout))
         time.sleep(0.3)
         out["tmux"] = time_cmd(["tmux", "-S", sock, "capture-pane", "-p", "-t", "peek"], PEEK_N)
     if "screen" in PEERS:
-        run(["screen", "-c", SCREEN_CONF, "-dmS", "peek"] + prog)
-        wait_until(lambda: screen_pid("peek") is not None, 5)
-        track(screen_pid("peek"))
+        run(["screen", "-c", SCREEN_CONF, "-dmS", f"peek{r}"] + prog)
+        wait_until(lambda: screen_pid(f"peek{r}") is not None, 5)
+        track(screen_pid(f"peek{r}"))
         time.sleep(0.3)
         hc = os.path.join(TMP, "hardcopy")
-        out["screen"] = time_cmd(["screen", "-S", "peek", "-X", "hardcopy", hc], PEEK_N)
-    RESULTS["peek_samples"] = out
-    return {k: (pctl(v, 0.5), pctl(v, 0.99)) for k, v in out.items()}
+        out["screen"] = time_cmd(["screen", "-S", f"peek{r}", "-X", "hardcopy", hc], PEEK_N)
+    return out
 
 
 def attach_all():
@@ -549,19 +703,19 @@ def attach_all():
     return {k: (pctl(v, 0.5), pctl(v, 0.99)) for k, v in out.items()}
 
 
-def create_all():
+def create_all(r=0):
     """Create detached until it answers."""
     out = {"floor": time_cmd(["/bin/true"], CREATE_N)}
     xs = []
     for i in range(CREATE_N):
         t = time.perf_counter()
-        latch_new(f"cr{i}", ["sleep", "100000"])
+        latch_new(f"cr{r}-{i}", ["sleep", "100000"])
         xs.append((time.perf_counter() - t) * 1e3)
     out["latch"] = xs
     if "tmux" in PEERS:
         xs = []
         for i in range(CREATE_N):
-            sock = os.path.join(TMP, f"tmux-cr{i}.sock")
+            sock = os.path.join(TMP, f"tmux-cr{r}-{i}.sock")
             t = time.perf_counter()
             run(["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "sleep 100000"])
             xs.append((time.perf_counter() - t) * 1e3)
@@ -570,7 +724,7 @@ def create_all():
     if "screen" in PEERS:
         xs = []
         for i in range(CREATE_N):
-            name = f"cr{i}"
+            name = f"cr{r}-{i}"
             t = time.perf_counter()
             run(["screen", "-c", SCREEN_CONF, "-dmS", name, "sleep", "100000"])
             wait_until(lambda: any(e.endswith("." + name) for e in os.listdir(SCREENDIR)), 5, 0.0002)
@@ -580,55 +734,54 @@ def create_all():
     if "dtach" in PEERS:
         xs = []
         for i in range(CREATE_N):
-            sock = os.path.join(TMP, f"dtach-cr{i}.sock")
+            sock = os.path.join(TMP, f"dtach-cr{r}-{i}.sock")
             t = time.perf_counter()
             run(["dtach", "-n", sock, "sleep", "100000"])
             wait_until(lambda: os.path.exists(sock), 5, 0.0002)
             xs.append((time.perf_counter() - t) * 1e3)
             track(dtach_master(sock))
         out["dtach"] = xs
-    RESULTS["create_samples"] = out
-    return {k: (pctl(v, 0.5), pctl(v, 0.99)) for k, v in out.items()}
+    return out
 
 
 # ----- memory -----
 
-def idle_memory():
+def idle_memory(count, r=0):
     """PSS per idle session: latch daemons, tmux's one server (divided by the number
-    of sessions), SCREEN processes, dtach masters. Programs (sleep) excluded."""
+    of sessions), SCREEN processes, dtach masters. Programs (sleep) excluded. Run
+    after quiesce(): nothing else of ours shares their pages. {peer: [KB]}"""
     out = {}
-    for count in (10, 50):
+    if True:
         daemons = []
         for i in range(count):
-            v = latch_new(f"idle{count}-{i}", ["sleep", "100000"])
+            v = latch_new(f"idle{count}-{r}-{i}", ["sleep", "100000"])
             daemons.append(v["daemonPid"])
         time.sleep(0.5)  # measure at rest: let start-up allocations settle
-        out[f"latch{count}"] = sum(pss_kb(p) or 0 for p in daemons) / count / 1024
+        out["latch"] = [sum(pss_kb(p) or 0 for p in daemons) / count]
         if "tmux" in PEERS:
-            sock = os.path.join(TMP, f"tmux-idle{count}.sock")
+            sock = os.path.join(TMP, f"tmux-idle{count}-{r}.sock")
             for i in range(count):
                 run(["tmux", "-S", sock, "-f", TMUX_CONF, "new-session", "-d", "-s", f"i{i}", "sleep 100000"])
             server = track(int(run(["tmux", "-S", sock, "display", "-p", "#{pid}"]).stdout))
             time.sleep(0.5)
-            out[f"tmux{count}"] = (pss_kb(server) or 0) / count / 1024
+            out["tmux"] = [(pss_kb(server) or 0) / count]
         if "screen" in PEERS:
             pids = []
             for i in range(count):
-                name = f"idle{count}-{i}"
+                name = f"idle{count}-{r}-{i}"
                 run(["screen", "-c", SCREEN_CONF, "-dmS", name, "sleep", "100000"])
                 wait_until(lambda: screen_pid(name) is not None, 5)
                 pids.append(track(screen_pid(name)))
             time.sleep(0.5)
-            out[f"screen{count}"] = sum(pss_kb(p) or 0 for p in pids) / count / 1024
+            out["screen"] = [sum(pss_kb(p) or 0 for p in pids) / count]
         if "dtach" in PEERS:
             pids = []
             for i in range(count):
-                sock = os.path.join(TMP, f"dtach-idle{count}-{i}.sock")
+                sock = os.path.join(TMP, f"dtach-idle{count}-{r}-{i}.sock")
                 run(["dtach", "-n", sock, "sleep", "100000"])
                 pids.append(track(dtach_master(sock)))
             time.sleep(0.5)
-            out[f"dtach{count}"] = sum(pss_kb(p) or 0 for p in pids if p) / count / 1024
-        del start
+            out["dtach"] = [sum(pss_kb(p) or 0 for p in pids if p) / count]
     return out
 
 
@@ -689,51 +842,53 @@ def flood_memory(data, size):
     return out
 
 
-def scrollback_memory():
+def scrollback_memory(r=0):
     """PSS after a flood of 70-column lines (SCROLL_MB, so the 10,000-line scrollback
     is full): each latch build's daemon (LATCH_BIN, and LATCH_BIN_BEFORE when set, in
     the same run) and tmux's server (history-limit 10000), no client attached."""
     path = os.path.join(TMP, "lines70.txt")
     line = 0
-    with open(path, "wb") as f:
-        block = []
-        size = 0
-        while size < SCROLL_MB * 1000 * 1000:
-            text = f"{line:09d} " + "".join(chr(97 + (line * 7 + i) % 26) for i in range(60))
-            text = (text + " " * 70)[:70] + "\n"
-            block.append(text)
-            size += len(text)
-            line += 1
-            if len(block) == 4096:
-                f.write("".join(block).encode())
-                block = []
-        f.write("".join(block).encode())
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            block = []
+            size = 0
+            while size < SCROLL_MB * 1000 * 1000:
+                text = f"{line:09d} " + "".join(chr(97 + (line * 7 + i) % 26) for i in range(60))
+                text = (text + " " * 70)[:70] + "\n"
+                block.append(text)
+                size += len(text)
+                line += 1
+                if len(block) == 4096:
+                    f.write("".join(block).encode())
+                    block = []
+            f.write("".join(block).encode())
     size = os.path.getsize(path)
     out = {"mb": size / 1e6}
     builds = [("latch", LATCH)]
     if os.environ.get("LATCH_BIN_BEFORE"):
         builds.insert(0, ("latch_before", os.environ["LATCH_BIN_BEFORE"]))
     for tag, binary in builds:
-        done = os.path.join(TMP, f"sb-done-{tag}")
-        r = run([binary, "new", "-d", "--json", "--id", f"sb-{tag}", "--", "sh", "-c",
-                 f"cat '{path}'; : > '{done}'; exec sleep 100000"])
-        v = json.loads(r.stdout)
+        done = os.path.join(TMP, f"sb-done-{tag}-{r}")
+        sid = f"sb-{tag}-{r}"
+        made = run([binary, "new", "-d", "--json", "--id", sid, "--", "sh", "-c",
+                    f"cat '{path}'; : > '{done}'; exec sleep 100000"])
+        v = json.loads(made.stdout)
         track(v["daemonPid"])
         track(v["childPid"])
-        LATCH_SESSIONS.append((v["daemonPid"], v["childPid"]))
+        LATCH_SESSIONS.append((v["daemonPid"], v["childPid"], sid))
         if not wait_until(lambda: os.path.exists(done), 300, 0.02):
             raise RuntimeError(f"{tag}: flood did not finish")
         # The daemon applies its queue once the program has been quiet for 5 ms.
         time.sleep(0.3)
         out[tag] = (pss_kb(v["daemonPid"]) or 0) / 1024
         # Then after a full capture (its buffers come and go).
-        full = run([binary, "peek", f"sb-{tag}", "--full", "--plain"]).stdout
+        full = run([binary, "peek", sid, "--full", "--plain"]).stdout
         time.sleep(0.2)
         out[f"{tag}_after_peek"] = (pss_kb(v["daemonPid"]) or 0) / 1024
         out[f"{tag}_lines"] = full.count(b"\n") + 1
     if "tmux" in PEERS:
-        sock = os.path.join(TMP, "tmux-sb.sock")
-        done = os.path.join(TMP, "sb-done-tmux")
+        sock = os.path.join(TMP, f"tmux-sb{r}.sock")
+        done = os.path.join(TMP, f"sb-done-tmux-{r}")
         run(["tmux", "-S", sock, "-f", TMUX_CONF, "new-session", "-d", "-s", "sb", "-x", "80", "-y", "24",
              f"sh -c \"cat '{path}'; : > '{done}'; exec sleep 100000\""])
         server = track(int(run(["tmux", "-S", sock, "display", "-p", "#{pid}"]).stdout))
@@ -749,36 +904,50 @@ def scrollback_memory():
 
 
 def ls_many():
-    """`latch ls --json` over LS_SESSIONS real sessions (daemon + sleep each)."""
+    """`latch ls --json` over LS_SESSIONS real sessions (daemon + sleep each), created
+    LS_WORKERS at a time after quiesce() (nothing else listed), beside `tmux ls` over
+    LS_SESSIONS sessions in one tmux server; per round, 3 runs of each, in turn."""
     out = {}
-    base = len(os.listdir(ROOT)) if os.path.isdir(ROOT) else 0
-    # Two creators at a time (2 cores).
     procs = []
     made = 0
-    pending = []
-    for i in range(LS_SESSIONS):
-        pending.append(i)
+    pending = list(range(LS_SESSIONS))
+    t0 = time.perf_counter()
     while pending or procs:
-        while pending and len(procs) < 2:
+        while pending and len(procs) < LS_WORKERS:
             i = pending.pop()
             p = subprocess.Popen([LATCH, "new", "-d", "--json", "--id", f"ls{i}", "--", "sleep", "100000"],
                                  env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-            procs.append(p)
-        p = procs.pop(0)
+            procs.append((p, f"ls{i}"))
+        p, sid = procs.pop(0)
         stdout, _ = p.communicate()
         if p.returncode == 0:
             v = json.loads(stdout)
             track(v["daemonPid"])
             track(v["childPid"])
-            LATCH_SESSIONS.append((v["daemonPid"], v["childPid"]))
+            LATCH_SESSIONS.append((v["daemonPid"], v["childPid"], sid))
             made += 1
     out["sessions"] = made
-    xs = time_cmd([LATCH, "ls", "--json"], 5)
-    out["ls_ms"] = statistics.median(xs)
+    out["create_s"] = time.perf_counter() - t0
+    log(f"ls: {made} latch sessions in {out['create_s']:.0f} s")
+    sock = os.path.join(TMP, "tmux-ls.sock")
+    if "tmux" in PEERS:
+        # Batches of chained commands: one tmux client per 100 sessions.
+        for first in range(0, LS_SESSIONS, 100):
+            args = ["tmux", "-S", sock, "-f", TMUX_CONF]
+            for i in range(first, min(first + 100, LS_SESSIONS)):
+                args += ["new-session", "-d", "-s", f"ls{i}", "sleep 100000", ";"]
+            run(args[:-1])
+        track(int(run(["tmux", "-S", sock, "display", "-p", "#{pid}"]).stdout))
+        out["tmux_sessions"] = run(["tmux", "-S", sock, "ls"]).stdout.count(b"\n")
+    rounds = {"latch": [], "tmux": []}
+    for r in range(ROUNDS):
+        rounds["latch"].append(time_cmd([LATCH, "ls", "--json"], 3))
+        if "tmux" in PEERS:
+            rounds["tmux"].append(time_cmd(["tmux", "-S", sock, "ls"], 3))
+    out["samples"] = rounds
     r = run([LATCH, "ls", "--json"])
     out["ls_rows"] = len(json.loads(r.stdout))
     out["ls_bytes"] = len(r.stdout)
-    del base
     return out
 
 
@@ -833,127 +1002,194 @@ def ratio(a, b):
     return f"{a / b:.2f}x"
 
 
+def med(xs):
+    xs = [x for x in xs or [] if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def spread(xs, nd=1, scale=1.0):
+    """`median (min-max)` of per-round figures."""
+    xs = [x * scale for x in xs or [] if x is not None]
+    if not xs:
+        return "—"
+    return f"{statistics.median(xs):.{nd}f} ({min(xs):.{nd}f}–{max(xs):.{nd}f})"
+
+
+def per_round(a, b):
+    """Per-round ratios a[r] / b[r] (both from round r)."""
+    return [x / y for x, y in zip(a or [], b or []) if x is not None and y]
+
+
+def verdict(ok):
+    return "—" if ok is None else ("met" if ok else "**missed**")
+
+
 def main():
     log(f"peers: {', '.join(PEERS) or 'none'}; skipped: {SKIPPED or 'none'}; scratch {TMP}")
     data, size = make_data()
     log(f"data: {size / 1e6:.0f} MB of text lines")
-    tp, echo, peek, att, cr, mem, fm, wire, ls, sb = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+    tp, term, echo, peek, att, cr, idle, mem50, fm, wire, ls = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+    sb = []
     try:
+        if wanted("terminal"):
+            term = throughput(data, size, "script")
+            RESULTS["terminal"] = term
+            RESULTS["terminal_clients"] = TERM_STATS
         if wanted("throughput"):
             tp = throughput(data, size)
             RESULTS["throughput"] = tp
         if wanted("echo"):
-            echo = echo_all()
-            RESULTS["echo"] = echo
-            log("echo done")
+            echo = in_rounds("echo", echo_all)
         if wanted("peek"):
-            peek = peek_all()
-            RESULTS["peek"] = peek
-            log("peek done")
+            peek = in_rounds("peek", peek_all)
         if wanted("attach"):
             att = attach_all()
             RESULTS["attach"] = att
             log("attach done")
         if wanted("create"):
-            cr = create_all()
-            RESULTS["create"] = cr
-            log("create done")
+            cr = in_rounds("create", create_all)
         if wanted("memory"):
-            mem = idle_memory()
-            RESULTS["idle_memory"] = mem
-            log("idle memory done")
+            quiesce()
+            idle = in_rounds("idle10", lambda r: (quiesce(), idle_memory(IDLE_N, r))[1])
+            if not QUICK:
+                quiesce()
+                mem50 = {k: v[0] for k, v in idle_memory(50).items()}
+                RESULTS["idle50"] = mem50
+            quiesce()
             fm = flood_memory(data, size)
             RESULTS["flood_memory"] = fm
             log("flood memory done")
         if wanted("scrollback"):
-            sb = scrollback_memory()
+            for r in range(SCROLL_ROUNDS):
+                quiesce()
+                sb.append(scrollback_memory(r))
+                log(f"scrollback round {r}: latch {sb[-1].get('latch', 0):.1f} MB, tmux {sb[-1].get('tmux', 0):.1f} MB")
             RESULTS["scrollback_memory"] = sb
-            log("scrollback memory done")
         if wanted("wire"):
             wire = wire_bench()
             RESULTS["wire"] = wire
             log("wire done")
         if wanted("ls"):
+            quiesce()
             ls = ls_many()
             RESULTS["ls"] = ls
             log("ls done")
     finally:
         cleanup()
     out_path = os.environ.get("LATCH_BENCH_OUT", "/tmp/latch-bench.json")
-    with open(out_path, "w") as f:
-        json.dump(RESULTS, f, indent=1)
-
-    g = lambda d, k, i=0: d.get(k, (None, None))[i] if isinstance(d.get(k), tuple) else d.get(k)
     rows = []
-    rows.append(("output throughput, 1 client (MB/s, median of %d)" % ROUNDS,
-                 fmt(tp.get("raw")), fmt(tp.get("latch1")), fmt(tp.get("tmux1")), fmt(tp.get("screen1")), fmt(tp.get("dtach1")),
-                 ratio(tp.get("latch1"), tp.get("raw")), ratio(tp.get("latch1"), tp.get("tmux1")),
-                 ">= 0.85x raw, >= dtach"))
-    rows.append(("output throughput, 0 / 2 clients (MB/s)", "", f"{fmt(tp.get('latch0'))} / {fmt(tp.get('latch2'))}",
-                 "", "", "", f"{ratio(tp.get('latch0'), tp.get('raw'))} / {ratio(tp.get('latch2'), tp.get('raw'))}", "", "no multiplying"))
-    e = lambda k: f"{fmt(g(echo, k, 0), '', 2)} / {fmt(g(echo, k, 1), '', 2)}" if k in echo else "—"
-    rows.append(("keystroke echo, attached (ms p50 / p99)", e("raw"), e("latch"), e("tmux"), e("screen"), e("dtach"),
-                 ratio(g(echo, "latch"), g(echo, "raw")), ratio(g(echo, "latch"), g(echo, "tmux")), "<= tmux"))
-    p = lambda k: f"{fmt(g(peek, k, 0), '', 2)} / {fmt(g(peek, k, 1), '', 2)}" if k in peek else "—"
-    rows.append(("snapshot as one CLI process (ms p50 / p99)", p("floor") + " (spawn)", p("latch"), p("tmux"), p("screen"), "n/a",
-                 ratio(g(peek, "latch"), g(peek, "floor")), ratio(g(peek, "latch"), g(peek, "tmux")), "<= 0.7x tmux"))
-    a = lambda k: f"{fmt(g(att, k, 0), '', 1)} / {fmt(g(att, k, 1), '', 1)}" if k in att else "—"
-    rows.append(("attach to first screen (ms p50 / p99)", "", a("latch"), a("tmux"), a("screen"), "n/a",
-                 "", ratio(g(att, "latch"), g(att, "tmux")), "—"))
-    c = lambda k: f"{fmt(g(cr, k, 0), '', 1)} / {fmt(g(cr, k, 1), '', 1)}" if k in cr else "—"
-    rows.append(("create detached until it answers (ms p50 / p99)", c("floor") + " (spawn)", c("latch"), c("tmux"), c("screen"), c("dtach"),
-                 ratio(g(cr, "latch"), g(cr, "floor")), ratio(g(cr, "latch"), g(cr, "tmux")), "<= screen"))
-    for n in (10, 50):
-        rows.append((f"idle memory per session, PSS MB ({n} sessions)", "—", fmt(mem.get(f"latch{n}"), "", 2),
-                     fmt(mem.get(f"tmux{n}"), "", 2), fmt(mem.get(f"screen{n}"), "", 2), fmt(mem.get(f"dtach{n}"), "", 2),
-                     "", ratio(mem.get(f"latch{n}"), mem.get(f"tmux{n}")), "<= 0.6 MB"))
-    rows.append(("PSS after a %d MB flood, no client (MB)" % round(size / 1e6), "", fmt(fm.get("latch_after_flood")),
-                 fmt(fm.get("tmux_after_flood")), "", "", "", ratio(fm.get("latch_after_flood"), fm.get("tmux_after_flood")),
-                 "bounded (scrollback 10,000)"))
+
+    def row(figure, vals, rat, target, ok, nd=1, scale=1.0):
+        cells = [spread(vals.get(k), nd, scale) if vals.get(k) else "" for k in ("raw", "latch", "tmux", "screen", "dtach")]
+        rows.append((figure, *cells, rat, target, verdict(ok)))
+
+    def rat(name, rs, nd=2):
+        return f"{name} {spread(rs, nd)}" if rs else ""
+
+    # Terminal reader (script): the issue's throughput figures.
+    if term:
+        t1 = {"raw": term.get("raw"), "latch": term.get("latch1"), "tmux": term.get("tmux1"),
+              "screen": term.get("screen1"), "dtach": term.get("dtach1")}
+        lr, ld = per_round(term.get("latch1"), term.get("raw")), per_round(term.get("latch1"), term.get("dtach1"))
+        cut = sum(1 for rnd in TERM_STATS.get("latch1", []) + TERM_STATS.get("latch2", [])
+                  for c in rnd if c["cut_off"] or c["exit"] != 0)
+        nclients = sum(len(rnd) for rnd in TERM_STATS.get("latch1", []) + TERM_STATS.get("latch2", []))
+        RESULTS["terminal_disconnects"] = (cut, nclients)
+        ok = None if not lr or not ld else (med(lr) >= 0.9 and med(ld) >= 1.0 and cut == 0)
+        row("attached throughput, 1 client on a terminal read by `script` (MB/s)", t1,
+            rat("/raw", lr) + "; " + rat("/dtach", ld) + f"; disconnects {cut} of {nclients} latch clients",
+            ">= 0.9x raw, >= dtach, 0 disconnects", ok)
+        l2 = per_round(term.get("latch2"), term.get("raw"))
+        row("attached throughput, 2 clients on terminals read by `script` (MB/s)", {"latch": term.get("latch2")},
+            rat("/raw", l2), ">= 0.9x raw", None if not l2 else med(l2) >= 0.9)
+        row("the terminal reader's own ceiling (`cat FILE` into the pipe, no PTY; MB/s)", {"raw": term.get("reader")},
+            "", "—", None)
+    if echo:
+        ld, lt, ls_ = per_round(echo.get("latch"), echo.get("dtach")), per_round(echo.get("latch"), echo.get("tmux")), per_round(echo.get("latch"), echo.get("screen"))
+        ok = None if not ld or not lt else (med(ld) <= 1 and med(lt) <= 1)
+        row("keystroke echo through an attached client (ms, p50 per round)", echo,
+            rat("/dtach", ld) + "; " + rat("/tmux", lt) + "; " + rat("/screen", ls_),
+            "<= dtach and <= tmux (aim: screen)", ok, 3)
+    if cr:
+        lsr, ld = per_round(cr.get("latch"), cr.get("screen")), per_round(cr.get("latch"), cr.get("dtach"))
+        row("create detached until it answers (ms, median per round)", dict(cr, raw=cr.get("floor")),
+            rat("/screen", lsr) + "; " + rat("/dtach", ld), "<= screen (aim: dtach); raw column: spawn floor",
+            None if not lsr else med(lsr) <= 1, 2)
+    if peek:
+        lt = per_round(peek.get("latch"), peek.get("tmux"))
+        row("snapshot as one CLI process: `peek` / `capture-pane -p` / `hardcopy` (ms, median per round)",
+            dict(peek, raw=peek.get("floor")), rat("/tmux", lt), "<= 0.6x tmux; raw column: spawn floor",
+            None if not lt else med(lt) <= 0.6, 2)
+    if idle:
+        lt = per_round(idle.get("latch"), idle.get("tmux"))
+        row(f"idle PSS per session, {IDLE_N} sessions (KB)", idle, rat("/tmux", lt), "<= 300 KB",
+            None if not idle.get("latch") else med(idle["latch"]) <= 300, 0)
+    if mem50:
+        row("idle PSS per session, 50 sessions (KB, one round)", {k: [v] for k, v in mem50.items()}, "", "—", None, 0)
     if sb:
-        for suffix, what in (("", "quiet"), ("_after_peek", "after one full capture")):
-            before = f" (before: {fmt(sb.get('latch_before' + suffix))})" if "latch_before" in sb else ""
-            rows.append(("PSS after a %d MB flood of 70-column lines, history full, %s (MB)" % (round(sb.get("mb", 0)), what), "",
-                         fmt(sb.get("latch" + suffix)) + before, fmt(sb.get("tmux" + suffix)), "", "", "",
-                         ratio(sb.get("latch" + suffix), sb.get("tmux" + suffix)), "<= tmux"))
-    rows.append(("PSS during a flood, 1 client SIGSTOPped: before / peak / after (MB)", "",
-                 f"{fmt(fm.get('stall_before'))} / {fmt(fm.get('stall_peak'))} / {fmt(fm.get('stall_after'))}",
-                 "", "", "", "", "", "bounded"))
-    rows.append(("flood throughput with that stalled client (MB/s)", "", fmt(fm.get("stall_mbps")), "", "", "",
-                 ratio(fm.get("stall_mbps"), tp.get("raw")), "", "PTY never stalls"))
-    rows.append((f"`latch ls --json`, {ls.get('sessions')} sessions (ms, median of 5)", "", fmt(ls.get("ls_ms")),
-                 "", "", "", "", "", "< 100 ms"))
+        v = {"latch": [x.get("latch") for x in sb], "tmux": [x.get("tmux") for x in sb]}
+        lt = per_round(v["latch"], v["tmux"])
+        row(f"PSS after a {sb[0].get('mb', 0):.0f} MB flood of 70-column lines, scrollback 10,000 (MB)", v,
+            rat("/tmux", lt), "<= tmux", None if not lt else med(lt) <= 1)
+        v2 = {"latch": [x.get("latch_after_peek") for x in sb], "tmux": [x.get("tmux_after_peek") for x in sb]}
+        row("the same after one full capture (MB)", v2, rat("/tmux", per_round(v2["latch"], v2["tmux"])), "—", None)
+    if ls:
+        s_ = ls["samples"]
+        lr = per_round([med(x) for x in s_["latch"]], [med(x) for x in s_["tmux"]]) if s_.get("tmux") else []
+        row(f"`latch ls --json`, {ls.get('sessions')} sessions / `tmux ls`, {ls.get('tmux_sessions')} sessions in one server (ms)",
+            {"latch": [med(x) for x in s_["latch"]], "tmux": [med(x) for x in s_.get("tmux", [])]},
+            rat("/tmux", lr), "<= tmux ls", None if not lr else med(lr) <= 1)
+    if tp:
+        v = {"raw": tp.get("raw"), "latch": tp.get("latch1"), "tmux": tp.get("tmux1"), "screen": tp.get("screen1"), "dtach": tp.get("dtach1")}
+        row("output throughput, 1 client on `ptyrun` (64 KiB reads; MB/s)", v,
+            rat("/raw", per_round(tp.get("latch1"), tp.get("raw"))) + "; " + rat("/dtach", per_round(tp.get("latch1"), tp.get("dtach1"))), "—", None)
+        row("output throughput, 0 / 2 clients on `ptyrun` (MB/s)", {"latch": tp.get("latch0"), "screen": None},
+            rat("0/raw", per_round(tp.get("latch0"), tp.get("raw"))) + "; " + rat("2/raw", per_round(tp.get("latch2"), tp.get("raw"))),
+            "—", None)
+        rows[-1] = (rows[-1][0], "", f"{spread(tp.get('latch0'))} / {spread(tp.get('latch2'))}", "", "", "", *rows[-1][6:])
+    if att:
+        rows.append(("attach to first screen (ms p50 / p99, one round)", "",
+                     *[f"{att[k][0]:.1f} / {att[k][1]:.1f}" if k in att else "" for k in ("latch", "tmux", "screen")],
+                     "", "", "—", "—"))
+    if fm:
+        rows.append(("PSS during a flood, 1 ptyrun client SIGSTOPped: before / peak / after (MB)", "",
+                     f"{fmt(fm.get('stall_before'))} / {fmt(fm.get('stall_peak'))} / {fmt(fm.get('stall_after'))}",
+                     "", "", "", f"flood {fmt(fm.get('stall_mbps'))} MB/s", "bounded; PTY never stalls", "—"))
     if wire:
-        rows.append(("wire: OUTPUT 32 KiB encode+decode (frames/s; MB/s)", "",
-                     f"{wire.get('codec_output32k_frames_per_s', 0):.0f}; {wire.get('codec_output32k_mb_per_s', 0):.0f}",
-                     "", "", "", "", "", "—"))
-        rows.append(("wire: 1-byte OUTPUT / INPUT encode+decode (frames/s)", "",
-                     f"{wire.get('codec_output1_frames_per_s', 0) / 1e6:.2f}M / {wire.get('codec_input1_frames_per_s', 0) / 1e6:.2f}M",
-                     "", "", "", "", "", "—"))
         rows.append(("keystroke echo through the daemon alone, no CLI client (µs p50 / p99)", "",
                      f"{wire.get('daemon_echo_p50_us', 0):.0f} / {wire.get('daemon_echo_p99_us', 0):.0f}",
-                     "", "", "", "", "", "—"))
+                     "", "", "", "", "—", "—"))
         rows.append(("wire: connect vs connect+HELLO+BIND (µs p50)", "",
                      f"{wire.get('connect_p50_us', 0):.0f} vs {wire.get('hello_bind_p50_us', 0):.0f}",
-                     "", "", "", "", "", "—"))
+                     "", "", "", "", "—", "—"))
 
     print()
     print(f"latch benchmarks — {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
-          f"{size / 1e6:.0f} MB of text, loadavg before/after {RESULTS.get('load0', '')}{os.getloadavg()[0]:.2f}")
+          f"{size / 1e6:.0f} MB of text, {ROUNDS} rounds, loadavg before/after {RESULTS.get('load0', '')}{os.getloadavg()[0]:.2f}")
     if SKIPPED:
         print(f"skipped peers: {SKIPPED}")
+    print("cells: median of the per-round figures (min–max over rounds); ratios: per round, then median (min–max)")
     print()
-    print("| figure | raw PTY | latch | tmux | screen | dtach | latch/raw | latch/tmux | target |")
+    print("| figure | raw PTY | latch | tmux | screen | dtach | latch ratio (same round) | target | verdict |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
     print()
-    print(f"scrollback after the flood: {fm.get('latch_scrollback_lines')} lines, ends with the data's last line: {fm.get('latch_scrollback_has_end')}; "
-          f"stalled client: readers after = {fm.get('stall_readers_after')}, its exit code {fm.get('stall_client_exit')}")
+    if term:
+        for case, rnds in TERM_STATS.items():
+            print(f"terminal clients {case}: " + "; ".join(
+                ", ".join(f"{c['bytes'] / 1e6:.1f} MB exit {c['exit']}{' END' if c['end_seen'] else ''}{' CUT-OFF' if c['cut_off'] else ''}" for c in rnd)
+                for rnd in rnds))
+    if fm:
+        print(f"scrollback after the flood: {fm.get('latch_scrollback_lines')} lines, ends with the data's last line: {fm.get('latch_scrollback_has_end')}; "
+              f"stalled client: readers after = {fm.get('stall_readers_after')}, its exit code {fm.get('stall_client_exit')}")
     if sb:
-        print(f"scrollback memory: latch kept {sb.get('latch_lines')} lines"
-              + (f" (before: {sb.get('latch_before_lines')})" if "latch_before" in sb else "")
-              + f", tmux history_size {sb.get('tmux_history')}")
+        print(f"scrollback memory: latch kept {sb[-1].get('latch_lines')} lines, tmux history_size {sb[-1].get('tmux_history')}")
+    if ls:
+        print(f"ls: {ls.get('sessions')} latch sessions created in {ls.get('create_s', 0):.0f} s ({LS_WORKERS} workers); "
+              f"ls --json listed {ls.get('ls_rows')} rows, {ls.get('ls_bytes')} bytes")
+    with open(out_path, "w") as f:
+        json.dump(RESULTS, f, indent=1)
     print(f"all samples: {out_path}; total {time.monotonic() - T_START:.0f} s")
 
 

@@ -2,8 +2,9 @@
 # latch side by side with the raw PTY, tmux, GNU screen and dtach, in one run on the
 # same data (BENCHMARKS.md explains every figure).
 #
-#   bench/run.sh            # about 6-8 minutes on 2 cores, then prints one table
-#   bench/run.sh --quick    # fewer repetitions, for trying the harness out
+#   bench/run.sh            # about 10 minutes on 2 cores (5 rounds of every figure, 1,000
+#                           # sessions for ls), then prints one table
+#   bench/run.sh --quick    # small data, fewer samples per round: about a minute
 #
 # Installs tmux, screen and dtach with apt-get when they are missing (as root; a peer
 # that cannot be installed is skipped with the reason printed), builds latch and the

@@ -325,8 +325,9 @@ impl AttachReader {
     }
 
     /// The next event if one has already arrived, without waiting: `Ok(None)` when
-    /// none has. For callers that wait on [`AttachReader::as_fd`] themselves (one
-    /// poll loop over the terminal, this connection and signals).
+    /// none has. For callers that wait on its file descriptor themselves
+    /// ([`AsFd`](std::os::fd::AsFd)): one poll loop over the terminal, this
+    /// connection and signals.
     pub fn try_next_event(&mut self) -> Result<Option<AttachEvent>, ClientError> {
         loop {
             let Some(frame) = self.reader.try_read_frame()? else {

@@ -572,8 +572,15 @@ impl Relay {
     /// Negotiates with the remote daemon over the relay (SPEC.md §5.1), end to end.
     pub fn negotiate(&mut self) -> Result<Connection, ClientError> {
         let Some(stream) = self.stream.take() else {
+            // The bridge found no daemon to connect to: one that is gone with its
+            // program, or one whose socket cannot be reached while it runs.
+            let cause = if self.target.status == latch_client::SessionStatus::Running {
+                UnreachableCause::NotListening
+            } else {
+                UnreachableCause::Exited
+            };
             return Err(ClientError::unreachable(
-                UnreachableCause::Exited,
+                cause,
                 format!(
                     "session {} on host {} is {}",
                     self.target.session.id, self.ssh.host, self.target.status

@@ -876,3 +876,27 @@ fn host_and_receipt_must_agree_and_a_bridge_reads_no_receipt_file() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(s.alpha.record("lr")["tags"].get("x").is_none());
 }
+
+/// kill over ssh when the host's daemon cannot be asked (its socket deleted): the
+/// host's own latch ends the program through its proven identity, under the lock.
+#[test]
+fn remote_kill_falls_back_to_the_hosts_proven_identity() {
+    let s = Sshd::start();
+    let r = s.run(&[
+        "--host", "alpha", "new", "-d", "--id", "nosock", "--json", "--", "sleep", "600",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let inc = r.json()["incarnation"].as_str().unwrap().to_owned();
+    let child = s.alpha.record("nosock")["child"]["pid"]
+        .as_u64()
+        .map(|p| u32::try_from(p).unwrap())
+        .unwrap();
+    std::fs::remove_file(s.alpha.path("nosock.sock")).unwrap();
+    let killed = s.run(&["kill", &format!("alpha:nosock@{inc}"), "--wait", "--json"]);
+    assert_eq!(killed.code, 0, "{killed:?}");
+    assert_eq!(killed.json()["outcome"], "killed", "{killed:?}");
+    assert!(support::wait_process_exit(
+        child,
+        std::time::Duration::from_secs(10)
+    ));
+}

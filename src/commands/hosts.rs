@@ -353,23 +353,52 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             wait,
             timeout,
         } => {
-            let wait = wait.then_some(secs(timeout)?);
+            let wait_for = wait.then_some(secs(timeout)?);
             let root_arg = root.clone();
-            let mut relay = open_target(&route, root, &target, Some(signal))?;
+            let mut relay = match open_target(&route, root, &target, Some(signal)) {
+                Ok(relay) => relay,
+                // The host answers but its daemon cannot be asked: the host's own
+                // latch kills through the program's proven identity (SPEC.md §9.11).
+                Err(e) if daemon_unreachable(&e) => {
+                    let r = reference(&route, &target.reference);
+                    return kill_on_host(
+                        &route,
+                        root_arg.as_deref(),
+                        &r,
+                        &target.pre,
+                        signal,
+                        wait,
+                        timeout,
+                        json,
+                    );
+                }
+                Err(e) => return Err(e),
+            };
             let session = relay.target.session.clone();
             let owner = relay.target.record.owner.clone();
             if !relay.target.status.eq(&SessionStatus::Running) && relay_final(&relay) {
                 return lifecycle::print_kill(&session, owner, KillOutcome::AlreadyExited, json);
             }
-            let outcome = match kill(&mut relay, &target.pre, signal, wait) {
-                // The daemon closed before confirming the STOP: the program ended
-                // under us (the daemon closes every connection at its exit), or the
-                // daemon died. The host's record tells them apart, as locally.
-                Err(e @ ClientError::Unreachable { .. }) => {
+            let outcome = match kill(&mut relay, &target.pre, signal, wait_for) {
+                // The daemon could not be asked, or closed before confirming the
+                // STOP (the program ended under us, or the daemon died): the host's
+                // record tells; if the program still runs, the host's own latch
+                // ends it through its proven identity, pinned to this creation.
+                Err(e) if daemon_unreachable(&e) => {
                     if exited_on_host(&route, root_arg.as_deref(), &session) {
                         KillOutcome::Killed
                     } else {
-                        return Err(e);
+                        let pinned = session.to_string();
+                        return kill_on_host(
+                            &route,
+                            root_arg.as_deref(),
+                            &pinned,
+                            &target.pre,
+                            signal,
+                            wait,
+                            timeout,
+                            json,
+                        );
                     }
                 }
                 other => other?,
@@ -639,6 +668,71 @@ fn wait_for_text(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether `e` says the host answered but its session's daemon could not be asked
+/// (its socket gone, no answer, every connection slot taken): a case for the
+/// host's own kill fallback, not a failure of the host.
+fn daemon_unreachable(e: &ClientError) -> bool {
+    match e {
+        ClientError::Unreachable { cause, .. } => matches!(
+            cause,
+            UnreachableCause::NotListening | UnreachableCause::TimedOut | UnreachableCause::Closed
+        ),
+        ClientError::Daemon { code, .. } => matches!(
+            code,
+            latch_wire::ErrorCode::TooManyConnections | latch_wire::ErrorCode::HandshakeTimeout
+        ),
+        _ => false,
+    }
+}
+
+/// Runs `kill` on the host itself for `reference` (pinned to a creation when it is
+/// known), with the same preconditions: the host's latch signals the program's
+/// proven identity under the session lock when its daemon cannot be asked.
+#[allow(clippy::too_many_arguments)]
+fn kill_on_host(
+    route: &Route,
+    root: Option<&str>,
+    reference: &str,
+    pre: &Preconditions,
+    signal: i32,
+    wait: bool,
+    timeout: f64,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let mut args = Vec::new();
+    if let Some(root) = root {
+        args.extend(["--root".to_owned(), root.to_owned()]);
+    }
+    if json {
+        args.push("--json".to_owned());
+    }
+    args.extend([
+        "kill".to_owned(),
+        reference.to_owned(),
+        "--signal".to_owned(),
+        signal.to_string(),
+    ]);
+    if wait {
+        args.extend([
+            "--wait".to_owned(),
+            "--timeout".to_owned(),
+            timeout.to_string(),
+        ]);
+    }
+    if let Some(e) = &pre.expect {
+        args.extend(["--expect".to_owned(), e.clone()]);
+    }
+    if let Some(o) = &pre.owner {
+        args.extend(["--owner".to_owned(), o.clone()]);
+    }
+    let receipt = route.receipt.clone();
+    if receipt.is_some() {
+        args.extend(["--receipt".to_owned(), "-".to_owned()]);
+    }
+    let (code, _) = remote::exec(one(route), args, receipt, false, false)?;
+    Ok(code)
 }
 
 /// Whether the host's record says that exact creation has exited (a relayed

@@ -343,7 +343,8 @@ fn explain(host: &Host, code: Option<i32>, stderr: &str) -> ClientError {
                 env!("CARGO_PKG_VERSION")
             ),
         ),
-        Some(c) if stderr.contains("bridge") => ClientError::protocol(
+        // An older latch rejects the unknown `bridge` subcommand as a usage error.
+        Some(c @ 2) => ClientError::protocol(
             Mismatch::Remote,
             format!(
                 "the latch on host {host} predates remote operation (it exited {c} on `latch \

@@ -27,6 +27,9 @@ pub const LINE_MAX: usize = 8 << 20;
 /// authentication included; ssh's own ConnectTimeout applies too).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a failed ssh gets to exit once its stdin is closed.
+const SSH_EXIT_WAIT: Duration = Duration::from_secs(5);
+
 /// The last bytes of ssh's stderr kept to explain a failure.
 const STDERR_TAIL: usize = 8 * 1024;
 
@@ -281,7 +284,11 @@ pub fn answer(asked: Range, their_latch: &str) -> Header {
 
 /// ssh's stderr, forwarded to ours as it comes, its tail kept.
 #[derive(Debug, Clone, Default)]
-struct Tail(Arc<Mutex<Vec<u8>>>);
+struct Tail(
+    Arc<Mutex<Vec<u8>>>,
+    Arc<Mutex<bool>>,
+    Arc<std::sync::Condvar>,
+);
 
 impl Tail {
     fn follow(
@@ -294,7 +301,13 @@ impl Tail {
             let mut buf = [0u8; 4096];
             loop {
                 let n = match from.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
+                    Ok(0) | Err(_) => {
+                        if let Ok(mut done) = tail.1.lock() {
+                            *done = true;
+                        }
+                        tail.2.notify_all();
+                        return;
+                    }
                     Ok(n) => n,
                 };
                 if forward {
@@ -309,6 +322,13 @@ impl Tail {
                 }
             }
         })
+    }
+
+    /// Waits until the stream has ended (what ssh wrote last is in), at most
+    /// `limit`: a ControlMaster ssh may keep the stream open after it exits.
+    fn wait_end(&self, limit: Duration) {
+        let Ok(done) = self.1.lock() else { return };
+        let _ = self.2.wait_timeout_while(done, limit, |done| !*done);
     }
 
     fn text(&self) -> String {
@@ -444,17 +464,14 @@ impl Ssh {
     /// Waits for ssh (at most a few seconds: it ends once its stdin is closed)
     /// and explains why no answer came.
     fn failure(mut self, read: Option<std::io::Error>) -> ClientError {
-        let mut code = None;
-        for _ in 0..100 {
-            match self.child.try_wait() {
-                Ok(Some(st)) => {
-                    code = st.code();
-                    break;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-                Err(_) => break,
-            }
+        // Our unreaped child: its pidfd names it until we wait for it.
+        if let Ok(fd) = latch_registry::PidFd::open(self.child.id()) {
+            fd.wait_exit(SSH_EXIT_WAIT);
         }
+        let code = match self.child.try_wait() {
+            Ok(Some(st)) => st.code(),
+            _ => None,
+        };
         if code.is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
@@ -465,8 +482,8 @@ impl Ssh {
                 );
             }
         }
-        // Let the stderr thread take what ssh wrote last.
-        std::thread::sleep(Duration::from_millis(20));
+        // What ssh wrote last, once its stderr has ended.
+        self.tail.wait_end(Duration::from_millis(500));
         explain(&self.host, code, &self.tail.text())
     }
 }

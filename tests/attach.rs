@@ -5,61 +5,13 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 
+use support::tmux::Tmux;
 use support::Reg;
-
-/// A private tmux server, killed on drop.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    /// A server of its own for each test (`name`), as tests run in parallel.
-    fn new(name: &str) -> Option<Self> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            return None;
-        }
-        Some(Self {
-            socket: format!("latch-test-{}-{name}", std::process::id()),
-        })
-    }
-
-    fn run(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .env_remove("TMUX")
-            .output()
-            .unwrap()
-    }
-
-    /// Blocks until the pane signals `channel` (tmux wait-for), at most 10 s.
-    fn wait_for(&self, channel: &str) -> bool {
-        Command::new("timeout")
-            .args(["10", "tmux", "-L", &self.socket, "wait-for", channel])
-            .status()
-            .unwrap()
-            .success()
-    }
-
-    fn capture(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
-}
 
 #[test]
 fn interactive_attach_through_a_real_terminal() {
-    let Some(tmux) = Tmux::new("ia") else {
-        panic!("tmux is required for this test (.ci/run installs it)");
-    };
+    let tmux = Tmux::new("ia");
     let reg = Reg::new();
     reg.new_session("ia", &["sh"]);
     let stty_file: PathBuf = reg.root.parent().unwrap().join("stty.txt");
@@ -137,9 +89,7 @@ fn interactive_attach_through_a_real_terminal() {
 /// detach message starts on a fresh line wherever the program left the cursor.
 #[test]
 fn detach_key_on_new_double_press_and_a_fresh_line() {
-    let Some(tmux) = Tmux::new("dk") else {
-        panic!("tmux is required for this test (.ci/run installs it)");
-    };
+    let tmux = Tmux::new("dk");
     let reg = Reg::new();
     reg.run(&["ls"]).ok(); // the root, for events to watch
     let pane_cmd = format!(
@@ -198,9 +148,7 @@ fn detach_key_on_new_double_press_and_a_fresh_line() {
 /// client reads these through its signalfd.
 #[test]
 fn a_signal_to_the_attach_client_restores_the_terminal() {
-    let Some(tmux) = Tmux::new("sg") else {
-        panic!("tmux is required for this test (.ci/run installs it)");
-    };
+    let tmux = Tmux::new("sg");
     let reg = Reg::new();
     reg.new_session("sg", &["sh"]);
     let stty_file: PathBuf = reg.root.parent().unwrap().join("stty-sg.txt");

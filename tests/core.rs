@@ -9,20 +9,9 @@ mod support;
 use latch_wire::{AttachRequest, PeekRequest, Size};
 use std::time::Duration;
 
-use latch_client::{AttachEvent, Client};
-use latch_wire::{ErrorCode, Incarnation, SessionId, SessionRef};
-use support::{alive, wait_process_exit, Reg};
-
-fn client(reg: &Reg) -> Client {
-    Client::open(&reg.root, support::latch_bin().into()).unwrap()
-}
-
-fn sref(id: &str, inc: &str) -> SessionRef {
-    SessionRef::new(
-        SessionId::new(id).unwrap(),
-        Incarnation::parse(inc).unwrap(),
-    )
-}
+use latch_client::AttachEvent;
+use latch_wire::{ErrorCode, Incarnation, SessionId};
+use support::{alive, client, sref, wait_process_exit, Reg};
 
 /// Reads attach events until `pred` holds for the accumulated output.
 fn read_until(reader: &mut latch_client::AttachReader, pred: impl Fn(&str) -> bool) -> String {

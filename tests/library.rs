@@ -8,11 +8,7 @@ use std::time::{Duration, Instant};
 
 use latch_client::{exit, Client, ClientError, NewSession, PeekOptions, UnreachableCause};
 use latch_wire::{SessionId, SessionRef};
-use support::Reg;
-
-fn client(reg: &Reg) -> Client {
-    Client::open(&reg.root, support::latch_bin().into()).unwrap()
-}
+use support::{client, Reg};
 
 /// A session whose program first prints the creation it belongs to, as the daemon
 /// put it in its environment, then echoes its input.

@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use support::tmux::Tmux;
 use support::{latch_bin, Reg, Run};
 
 /// An sshd of the test's own, and the ssh_config naming its host aliases: `alpha`
@@ -467,51 +468,6 @@ fn ssh_failures_missing_and_incompatible_remote_latches() {
         r.stderr.contains("9.0.0") && r.stderr.contains(env!("CARGO_PKG_VERSION")),
         "{r:?}"
     );
-}
-
-/// A private tmux server, killed on drop.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn new(name: &str) -> Self {
-        assert!(
-            Command::new("tmux").arg("-V").output().is_ok(),
-            "tmux is required for this test (.ci/run installs it)"
-        );
-        Self {
-            socket: format!("latch-test-{}-{name}", std::process::id()),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .env_remove("TMUX")
-            .output()
-            .unwrap()
-    }
-
-    fn wait_for(&self, channel: &str) -> bool {
-        Command::new("timeout")
-            .args(["20", "tmux", "-L", &self.socket, "wait-for", channel])
-            .status()
-            .unwrap()
-            .success()
-    }
-
-    fn capture(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
 }
 
 /// The `latch bridge` processes serving alpha's registry.

@@ -15,23 +15,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use latch_client::{AttachEvent, Client, ClientError};
-use latch_wire::{
-    ClientCodec, ClientFrame, ErrorCode, Incarnation, SessionId, SessionRef, VersionRange,
-    SUPPORTED,
-};
-use support::{alive, wait_process_exit, Reg};
-
-fn client(reg: &Reg) -> Client {
-    Client::open(&reg.root, support::latch_bin().into()).unwrap()
-}
-
-fn sref(id: &str, inc: &str) -> SessionRef {
-    SessionRef::new(
-        SessionId::new(id).unwrap(),
-        Incarnation::parse(inc).unwrap(),
-    )
-}
+use latch_client::{AttachEvent, ClientError};
+use latch_wire::{ClientCodec, ClientFrame, ErrorCode, SessionId, VersionRange, SUPPORTED};
+use support::{alive, client, sref, wait_process_exit, Reg};
 
 fn pid(v: &serde_json::Value) -> u32 {
     v.as_u64().unwrap() as u32

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod tmux;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -208,4 +210,17 @@ impl Rng {
     pub fn micros(&mut self, max: u64) -> Duration {
         Duration::from_micros(self.next() % max)
     }
+}
+
+/// A library client on `reg`'s root, starting daemons with the binary under test.
+pub fn client(reg: &Reg) -> latch_client::Client {
+    latch_client::Client::open(&reg.root, latch_bin().into()).unwrap()
+}
+
+/// `ID@INCARNATION` from its parts.
+pub fn sref(id: &str, inc: &str) -> latch_wire::SessionRef {
+    latch_wire::SessionRef::new(
+        latch_wire::SessionId::new(id).unwrap(),
+        latch_wire::Incarnation::parse(inc).unwrap(),
+    )
 }

@@ -28,12 +28,13 @@ use latch_wire::codec::{Framing, Inbound, Outbound, ServerCodec};
 use latch_wire::framing::MAGIC;
 use latch_wire::legacy::LegacyClientFrame;
 use latch_wire::limits::MAX_CONNECTIONS;
-use latch_wire::server::{ConnState, Effect, Env, Out, ServerConn};
+use latch_wire::server::{ConnState, Effect, Env, Out};
 use latch_wire::{ClientFrame, CodecError, ErrorCode, LegacyPolicy, ServerFrame};
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::time::{timeout, timeout_at, Instant};
+use tokio_util::codec::Decoder;
 use tokio_util::codec::FramedRead;
 
 use crate::logging::{legacy_seen, LegacySeen};
@@ -108,6 +109,18 @@ async fn serve(session: Rc<Session>, client: Rc<Peer>, stream: UnixStream) {
     session.unregister(client.id);
 }
 
+/// Decodes with the connection's own codec, the one its writer encodes with
+/// (held by its [`ServerConn`](latch_wire::server::ServerConn)).
+struct PeerDecoder(Rc<Peer>);
+
+impl Decoder for PeerDecoder {
+    type Item = Inbound;
+    type Error = CodecError;
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Inbound>, CodecError> {
+        Ok(self.0.with_conn(|conn| conn.decode(src))?)
+    }
+}
+
 /// What ended the wait for the next frame.
 enum Next {
     Frame(Option<Result<Inbound, CodecError>>),
@@ -116,7 +129,7 @@ enum Next {
 }
 
 async fn next_frame(
-    framed: &mut FramedRead<OwnedReadHalf, ServerCodec>,
+    framed: &mut FramedRead<OwnedReadHalf, PeerDecoder>,
     client: &Peer,
     deadline: Option<Instant>,
 ) -> Next {
@@ -136,21 +149,23 @@ async fn next_frame(
 }
 
 async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) {
-    let mut framed = FramedRead::new(rd, ServerCodec::default());
-    let mut conn = ServerConn::new(session.server_config(), std::time::Instant::now());
+    let mut framed = FramedRead::new(rd, PeerDecoder(client.clone()));
     let mut warned_dropped = false;
     loop {
         if client.phase() != Phase::Open {
             break;
         }
         // The state machine owns the deadlines (SPEC.md §8); this only sleeps.
-        let deadline = conn.poll_timeout().map(Instant::from_std);
+        let deadline = client
+            .with_conn(|conn| conn.poll_timeout())
+            .map(Instant::from_std);
         let frame = match next_frame(&mut framed, client, deadline).await {
             Next::Stopped => break,
             Next::TimedOut => {
-                let first = conn.state() == ConnState::Accepted;
-                let outs =
-                    conn.handle_timeout(std::time::Instant::now(), framed.decoder().framing());
+                let (first, outs) = client.with_conn(|conn| {
+                    let first = conn.state() == ConnState::Accepted;
+                    (first, conn.handle_timeout(std::time::Instant::now()))
+                });
                 if outs.is_empty() {
                     continue;
                 }
@@ -164,7 +179,7 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
                     }
                 );
                 for out in outs {
-                    carry_out(session, client, &conn, out);
+                    carry_out(session, client, out);
                 }
                 break;
             }
@@ -172,8 +187,8 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
             Next::Frame(None) => break,
             Next::Frame(Some(Err(CodecError::Frame(e)))) => {
                 log!("connection {} closed: {e}", client.id);
-                for out in conn.handle_decode_error(&e, framed.decoder().framing()) {
-                    carry_out(session, client, &conn, out);
+                for out in client.with_conn(|conn| conn.handle_decode_error(&e)) {
+                    carry_out(session, client, out);
                 }
                 break;
             }
@@ -183,11 +198,11 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
             }
             Next::Frame(Some(Ok(frame))) => frame,
         };
-        let first = conn.state() == ConnState::Accepted;
+        let (first, framing) =
+            client.with_conn(|conn| (conn.state() == ConnState::Accepted, conn.framing()));
         // Legacy connections are counted and summarised, never logged one by one.
         let policy = session.legacy_policy();
-        if first && framed.decoder().framing() == Framing::Legacy {
-            client.set_legacy();
+        if first && framing == Framing::Legacy {
             let seen = match policy {
                 LegacyPolicy::Off => LegacySeen::Refused,
                 _ => LegacySeen::Served,
@@ -208,8 +223,9 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
             draining: session.draining(),
             exited: session.exited().is_some(),
         };
-        for out in conn.handle(std::time::Instant::now(), frame, env) {
-            carry_out(session, client, &conn, out);
+        let outs = client.with_conn(|conn| conn.handle(std::time::Instant::now(), frame, env));
+        for out in outs {
+            carry_out(session, client, out);
         }
         // Replies: a client that does not read its answers stops being read.
         while client.replies_full() && client.phase() == Phase::Open {
@@ -220,7 +236,7 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
         }
         // Input: only the attached read-write client that is typing into a program
         // that does not read waits (others were refused with input-full).
-        if sent_input && conn.is_writer() {
+        if sent_input && client.with_conn(|conn| conn.is_writer()) {
             wait_for_input_room(session, client).await;
         }
     }
@@ -245,13 +261,15 @@ async fn wait_for_input_room(session: &Session, client: &Peer) {
 }
 
 /// Carries out one of the state machine's outputs.
-fn carry_out(session: &Session, client: &Rc<Peer>, conn: &ServerConn, out: Out) {
+fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
+    let (legacy, attached_writer) =
+        client.with_conn(|conn| (conn.is_legacy(), conn.is_attached() && conn.is_writer()));
     match out {
         Out::Send(frame) => {
             client.send(frame);
         }
         Out::Status => {
-            let frame = if conn.is_legacy() {
+            let frame = if legacy {
                 session.legacy_status()
             } else {
                 Outbound::Strict(ServerFrame::Status(Box::new(session.status())))
@@ -269,7 +287,7 @@ fn carry_out(session: &Session, client: &Rc<Peer>, conn: &ServerConn, out: Out) 
                     Ok(())
                 }
                 // A legacy PEEK subscribes read-only, as pty's daemon does (SPEC.md §7).
-                Effect::Peek(PeekRequest { plain, full }) if conn.is_legacy() => {
+                Effect::Peek(PeekRequest { plain, full }) if legacy => {
                     session.join(client, 0, 0, true, Screen::LegacyPeek { plain, full });
                     Ok(())
                 }
@@ -277,15 +295,10 @@ fn carry_out(session: &Session, client: &Rc<Peer>, conn: &ServerConn, out: Out) 
                     session.peek(client, plain, full);
                     Ok(())
                 }
-                Effect::Input(bytes) => {
-                    session.input(bytes, conn.is_attached() && conn.is_writer())
+                Effect::Input(bytes) => session.input(bytes, attached_writer),
+                Effect::Resize(Size { rows, cols }) => {
+                    session.resize(client.id, attached_writer, rows, cols)
                 }
-                Effect::Resize(Size { rows, cols }) => session.resize(
-                    client.id,
-                    conn.is_attached() && conn.is_writer(),
-                    rows,
-                    cols,
-                ),
                 Effect::Signal(sig) => session.signal(sig),
                 Effect::Stop(sig) => {
                     // The fence goes up before the signal: from here on no new BIND
@@ -307,10 +320,9 @@ fn carry_out(session: &Session, client: &Rc<Peer>, conn: &ServerConn, out: Out) 
                 }
             };
             if let Err(refusal) = result {
-                // The legacy framing has no error packet.
-                if !conn.is_legacy() {
-                    client.send(Outbound::Strict(refusal));
-                }
+                // On a legacy connection the codec writes nothing for it: the
+                // old framing has no error packet.
+                client.send(Outbound::Strict(refusal));
             }
         }
         Out::Close => client.close(),
@@ -318,13 +330,12 @@ fn carry_out(session: &Session, client: &Rc<Peer>, conn: &ServerConn, out: Out) 
 }
 
 async fn write_loop(session: &Session, client: &Rc<Peer>, mut wr: OwnedWriteHalf) {
-    let mut codec = ServerCodec::default();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut deadline: Option<Instant> = None;
     let stall = stall_timeout();
     loop {
         if buf.len() < WRITE_BATCH {
-            client.fill(&mut codec, &mut buf, WRITE_BATCH);
+            client.fill(&mut buf, WRITE_BATCH);
         }
         let phase = client.phase();
         if phase != Phase::Open && deadline.is_none() {

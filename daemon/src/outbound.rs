@@ -32,13 +32,14 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use latch_wire::codec::{Outbound, ServerCodec};
+use bytes::BytesMut;
+use latch_wire::codec::Outbound;
 use latch_wire::legacy::LegacyServerFrame;
 use latch_wire::limits::{
     CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS, CLIENT_STALL_MS, REPLY_QUEUE_BYTES,
 };
-use latch_wire::{ErrorCode, ExitStatus, ServerFrame};
+use latch_wire::server::ServerConn;
+use latch_wire::{ErrorCode, ServerFrame};
 use tokio::sync::Notify;
 
 /// How long a cut-off client's writer may take to finish its half-written frame and
@@ -205,12 +206,17 @@ pub(crate) enum Phase {
     Cut,
 }
 
-/// One connection's outbound side, shared by its reader, its writer and the fan-out.
+/// One connection, shared by its reader, its writer and the fan-out: its protocol
+/// state machine (which also holds its codec, so its framing is recorded once) and
+/// its outbound queue. The fan-out queues frames of the strict protocol for every
+/// connection; the writer encodes each in the connection's framing.
 #[derive(Debug)]
 pub(crate) struct Peer {
     /// Connection number, for the session's tables and the log.
     pub id: u64,
-    legacy: Cell<bool>,
+    /// Borrowed only inside [`Peer::with_conn`] and [`Peer::fill`], never across
+    /// an await.
+    conn: RefCell<ServerConn>,
     queue: RefCell<Queue>,
     phase: Cell<Phase>,
     /// Fell behind: stream frames are dropped until the session resynchronises it.
@@ -229,15 +235,15 @@ pub(crate) struct Peer {
 
 impl Peer {
     /// A new open connection.
-    pub fn new(id: u64) -> Self {
-        Self::with_bounds(id, CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS)
+    pub fn new(id: u64, conn: ServerConn) -> Self {
+        Self::with_bounds(id, conn, CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS)
     }
 
     /// A new open connection with other bounds (tests).
-    pub fn with_bounds(id: u64, bytes: usize, items: usize) -> Self {
+    pub fn with_bounds(id: u64, conn: ServerConn, bytes: usize, items: usize) -> Self {
         Self {
             id,
-            legacy: Cell::new(false),
+            conn: RefCell::new(conn),
             queue: RefCell::new(Queue::new(bytes, items)),
             phase: Cell::new(Phase::Open),
             behind: Cell::new(false),
@@ -249,14 +255,9 @@ impl Peer {
         }
     }
 
-    /// Records that the connection speaks the legacy framing.
-    pub fn set_legacy(&self) {
-        self.legacy.set(true);
-    }
-
-    /// Whether the connection speaks the legacy framing.
-    pub fn is_legacy(&self) -> bool {
-        self.legacy.get()
+    /// Runs `f` on the connection's state machine.
+    pub fn with_conn<R>(&self, f: impl FnOnce(&mut ServerConn) -> R) -> R {
+        f(&mut self.conn.borrow_mut())
     }
 
     /// The current phase.
@@ -345,7 +346,8 @@ impl Peer {
     }
 
     /// Cuts the client off: it read nothing for the stall timeout. Drops its queue,
-    /// queues `too-slow` (strict only) and closes the connection.
+    /// queues `too-slow` (which the legacy framing cannot carry: it is not written
+    /// there) and closes the connection.
     pub fn cut_off(&self, stalled: Duration) {
         self.phase.set(Phase::Cut);
         let mut q = self.queue.borrow_mut();
@@ -356,16 +358,14 @@ impl Peer {
             q.pending()
         );
         q.clear();
-        if !self.legacy.get() {
-            // Into the emptied queue.
-            q.push_reply(Outbound::Strict(ServerFrame::error(
-                ErrorCode::TooSlow,
-                format!(
-                    "client read nothing for {} s with output pending and was cut off",
-                    stalled.as_secs()
-                ),
-            )));
-        }
+        // Into the emptied queue.
+        q.push_reply(Outbound::Strict(ServerFrame::error(
+            ErrorCode::TooSlow,
+            format!(
+                "client read nothing for {} s with output pending and was cut off",
+                stalled.as_secs()
+            ),
+        )));
         drop(q);
         self.cut.notify_one();
         self.wake_writer.notify_one();
@@ -393,73 +393,28 @@ impl Peer {
         self.replies_drained.notify_one();
     }
 
-    /// Moves queued frames into `buf`, encoded, until it holds `max` bytes or the
-    /// queue is empty.
-    pub fn fill(&self, codec: &mut ServerCodec, buf: &mut BytesMut, max: usize) {
+    /// Moves queued frames into `buf`, encoded in the connection's framing, until
+    /// it holds `max` bytes or the queue is empty.
+    pub fn fill(&self, buf: &mut BytesMut, max: usize) {
+        let mut codec = self.conn.borrow_mut();
         let mut q = self.queue.borrow_mut();
         let had_replies = q.replies() > 0;
         while buf.len() < max {
             let Some(item) = q.pop() else { break };
-            if let Err(e) = codec.encode_outbound(&item, buf) {
+            if let Err(e) = codec.encode(&item, buf) {
                 log!("connection {}: cannot encode a frame: {e}", self.id);
                 if let Outbound::Strict(_) = item {
                     let refusal = ServerFrame::error(ErrorCode::Internal, e.to_string());
-                    let _ = codec.encode_outbound(&Outbound::Strict(refusal), buf);
+                    let _ = codec.encode(&Outbound::Strict(refusal), buf);
                 }
             }
         }
         let drained = had_replies && q.replies() <= REPLY_QUEUE_BYTES;
         drop(q);
+        drop(codec);
         if drained {
             self.replies_drained.notify_one();
         }
-    }
-
-    /// OUTPUT (strict) or DATA (legacy).
-    pub fn output_frame(&self, chunk: Bytes) -> Outbound {
-        if self.is_legacy() {
-            Outbound::Legacy(LegacyServerFrame::Data(chunk))
-        } else {
-            Outbound::Strict(ServerFrame::Output(chunk))
-        }
-    }
-
-    /// SCREEN in the connection's framing.
-    pub fn screen_frame(&self, screen: Bytes) -> Outbound {
-        if self.is_legacy() {
-            Outbound::Legacy(LegacyServerFrame::Screen(screen))
-        } else {
-            Outbound::Strict(ServerFrame::Screen(screen))
-        }
-    }
-
-    /// GEOMETRY in the connection's framing.
-    pub fn geometry_frame(&self, rows: u16, cols: u16) -> Outbound {
-        if self.is_legacy() {
-            Outbound::Legacy(LegacyServerFrame::Geometry { rows, cols })
-        } else {
-            Outbound::Strict(ServerFrame::Geometry { rows, cols })
-        }
-    }
-
-    /// EXIT in the connection's framing: the legacy packet carries one i32, the
-    /// exit code, or 128 + the signal number for a program killed by a signal.
-    pub fn exit_frame(&self, status: ExitStatus) -> Outbound {
-        if self.is_legacy() {
-            Outbound::Legacy(LegacyServerFrame::Exit(legacy_exit_code(status)))
-        } else {
-            Outbound::Strict(ServerFrame::Exit(status))
-        }
-    }
-}
-
-/// The single exit code the legacy framing carries: the code, or 128 + signal, or
-/// -1 if neither is known.
-pub(crate) fn legacy_exit_code(status: ExitStatus) -> i32 {
-    match (status.code, status.signal) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => sig.saturating_add(128),
-        (None, None) => -1,
     }
 }
 
@@ -480,8 +435,15 @@ pub(crate) fn pty_size(
 mod tests {
     use super::*;
 
+    fn conn() -> ServerConn {
+        latch_wire::fuzzing::server_conn_at(
+            latch_wire::LegacyPolicy::Full,
+            std::time::Instant::now(),
+        )
+    }
+
     fn out(n: usize) -> Outbound {
-        Outbound::Strict(ServerFrame::Output(Bytes::from(vec![b'x'; n])))
+        Outbound::Strict(ServerFrame::Output(bytes::Bytes::from(vec![b'x'; n])))
     }
 
     #[test]
@@ -548,7 +510,7 @@ mod tests {
 
     #[test]
     fn falling_behind_drops_stream_keeps_replies_and_resyncs_once_drained() {
-        let c = Peer::with_bounds(1, 10 * 1024, 1000);
+        let c = Peer::with_bounds(1, conn(), 10 * 1024, 1000);
         assert!(c.send(Outbound::Strict(ServerFrame::Pong(7))));
         let mut streamed = 0;
         while c.stream(out(1024)) {
@@ -561,7 +523,7 @@ mod tests {
         assert!(!c.wants_resync(), "the reply is still queued");
         // The writer drains: only the reply was left.
         let mut buf = BytesMut::new();
-        c.fill(&mut ServerCodec::default(), &mut buf, usize::MAX);
+        c.fill(&mut buf, usize::MAX);
         let mut codec = latch_wire::ClientCodec::default();
         assert_eq!(
             codec.decode_server(&mut buf).unwrap().unwrap(),
@@ -577,13 +539,13 @@ mod tests {
 
     #[test]
     fn a_stalled_client_is_cut_off_with_too_slow() {
-        let c = Peer::new(1);
+        let c = Peer::new(1, conn());
         assert!(c.stream(out(10)));
         c.cut_off(Duration::from_secs(60));
         assert_eq!(c.phase(), Phase::Cut);
         assert!(!c.stream(out(1)), "a cut client takes nothing more");
         let mut buf = BytesMut::new();
-        c.fill(&mut ServerCodec::default(), &mut buf, usize::MAX);
+        c.fill(&mut buf, usize::MAX);
         let mut client = latch_wire::ClientCodec::default();
         let frame = client.decode_server(&mut buf).unwrap().unwrap();
         assert!(matches!(
@@ -597,28 +559,28 @@ mod tests {
     }
 
     #[test]
-    fn legacy_cut_sends_nothing_and_legacy_frames_are_legacy() {
-        let c = Peer::new(2);
-        c.set_legacy();
-        assert!(matches!(
-            c.exit_frame(ExitStatus {
+    fn a_legacy_connection_gets_legacy_packets_and_no_too_slow() {
+        let c = Peer::new(2, conn());
+        // Its first bytes (a legacy STATUS request) decide the framing, once.
+        let mut opening = BytesMut::from(&[7u8, 0, 0, 0, 0][..]);
+        assert!(c
+            .with_conn(|conn| conn.decode(&mut opening))
+            .unwrap()
+            .is_some());
+        assert!(c.with_conn(|conn| conn.is_legacy()));
+        assert!(c.stream(Outbound::Strict(ServerFrame::Exit(
+            latch_wire::ExitStatus {
                 code: None,
                 signal: Some(9)
-            }),
-            Outbound::Legacy(LegacyServerFrame::Exit(137))
-        ));
+            }
+        ))));
+        let mut buf = BytesMut::new();
+        c.fill(&mut buf, usize::MAX);
+        assert_eq!(&buf[..], &[4, 0, 0, 0, 4, 0, 0, 0, 137][..], "EXIT 128+9");
         assert!(c.stream(out(10)));
         c.cut_off(Duration::from_secs(60));
-        let mut buf = BytesMut::new();
-        c.fill(&mut ServerCodec::default(), &mut buf, usize::MAX);
-        assert!(buf.is_empty());
-    }
-
-    #[test]
-    fn legacy_exit_codes() {
-        let s = |code, signal| ExitStatus { code, signal };
-        assert_eq!(legacy_exit_code(s(Some(3), None)), 3);
-        assert_eq!(legacy_exit_code(s(None, Some(15))), 143);
-        assert_eq!(legacy_exit_code(s(None, None)), -1);
+        buf.clear();
+        c.fill(&mut buf, usize::MAX);
+        assert!(buf.is_empty(), "the old framing has no error packet");
     }
 }

@@ -20,7 +20,7 @@ use latch_wire::legacy::LegacyServerFrame;
 use latch_wire::limits::{
     CLIENT_QUEUE_BYTES, INPUT_QUEUE_BYTES, MAX_CLIENT_FRAME, MAX_OUTPUT_CHUNK, MAX_SERVER_FRAME,
 };
-use latch_wire::server::ServerConfig;
+use latch_wire::server::{ServerConfig, ServerConn};
 use latch_wire::{
     ErrorCode, ExitStatus, LegacyPolicy, Limits, Owner, ServerFrame, SessionRef, StatusReply,
     SUPPORTED,
@@ -206,7 +206,8 @@ impl Session {
     pub fn register(&self) -> Rc<Peer> {
         let id = self.next_client.get();
         self.next_client.set(id.wrapping_add(1));
-        let client = Rc::new(Peer::new(id));
+        let conn = ServerConn::new(self.server_config(), Instant::now());
+        let client = Rc::new(Peer::new(id, conn));
         self.clients.borrow_mut().insert(id, client.clone());
         client
     }
@@ -250,7 +251,10 @@ impl Session {
                         let chunk = rest.split_to(rest.len().min(MAX_OUTPUT_CHUNK));
                         // Not queued: the client is behind (it is resynchronised
                         // once it reads again) or closing (it leaves the fan-out).
-                        if !a.client.stream(a.client.output_frame(chunk)) {
+                        if !a
+                            .client
+                            .stream(Outbound::Strict(ServerFrame::Output(chunk)))
+                        {
                             if a.client.phase() != Phase::Open {
                                 cut.push(a.client.id);
                             }
@@ -402,14 +406,14 @@ impl Session {
         self.settle();
         // Stream frames: a client that falls behind already here is resynchronised
         // like any other.
-        client.stream(client.geometry_frame(r, c));
-        client.stream(client.screen_frame(snapshot));
+        client.stream(Outbound::Strict(ServerFrame::Geometry { rows: r, cols: c }));
+        client.stream(Outbound::Strict(ServerFrame::Screen(snapshot)));
         if client.phase() != Phase::Open {
             return;
         }
         if let Some(status) = self.exit.get() {
             self.resync_now(client, kind);
-            client.stream_final(client.exit_frame(status));
+            client.stream_final(Outbound::Strict(ServerFrame::Exit(status)));
             return;
         }
         self.attached.borrow_mut().push(Attached {
@@ -457,15 +461,15 @@ impl Session {
         let (r, c) = self.size.get();
         let snapshot = kind.cut(&mut self.term.borrow_mut());
         self.settle();
-        client.stream_final(client.geometry_frame(r, c));
-        client.stream_final(client.screen_frame(snapshot));
+        client.stream_final(Outbound::Strict(ServerFrame::Geometry { rows: r, cols: c }));
+        client.stream_final(Outbound::Strict(ServerFrame::Screen(snapshot)));
     }
 
     /// Strict PEEK: one SCREEN (a legacy PEEK is a subscription, [`join`]).
     pub fn peek(&self, client: &Peer, plain: bool, full: bool) {
         let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
         self.settle();
-        client.send(client.screen_frame(snapshot));
+        client.send(Outbound::Strict(ServerFrame::Screen(snapshot)));
     }
 
     /// INPUT: queue bytes for the PTY, in arrival order across all connections.
@@ -660,14 +664,14 @@ impl Session {
         self.term.borrow_mut().resize(r.get(), c.get());
         self.settle();
         self.size.set((rows, cols));
-        self.broadcast(|c| c.geometry_frame(rows, cols));
+        self.broadcast(|| Outbound::Strict(ServerFrame::Geometry { rows, cols }));
     }
 
-    fn broadcast(&self, frame: impl Fn(&Peer) -> Outbound) {
+    fn broadcast(&self, frame: impl Fn() -> Outbound) {
         let mut cut = Vec::new();
         for a in self.attached.borrow().iter() {
             // A client that is behind gets the current geometry when resynchronised.
-            if !a.client.stream(frame(&a.client)) && a.client.phase() != Phase::Open {
+            if !a.client.stream(frame()) && a.client.phase() != Phase::Open {
                 cut.push(a.client.id);
             }
         }
@@ -696,7 +700,8 @@ impl Session {
         let attached = std::mem::take(&mut *self.attached.borrow_mut());
         for a in &attached {
             self.resync_now(&a.client, a.screen);
-            a.client.stream_final(a.client.exit_frame(status));
+            a.client
+                .stream_final(Outbound::Strict(ServerFrame::Exit(status)));
         }
     }
 

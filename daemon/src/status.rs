@@ -46,7 +46,7 @@ use latch_wire::StatusReply;
 use serde_json::{json, Value};
 
 use crate::logging::iso8601_ms;
-use crate::outbound::legacy_exit_code;
+use latch_wire::legacy::legacy_exit_code;
 
 /// One attached connection, for `clients.connections`.
 #[derive(Debug, Clone, Copy)]

@@ -38,9 +38,12 @@ pub enum Inbound {
 /// An outbound frame on the daemon side.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outbound {
-    /// A strict frame; the preamble is written before the first one.
+    /// A frame of the strict protocol; the preamble is written before the first
+    /// one. On a legacy connection the codec writes its legacy packet instead
+    /// ([`LegacyServerFrame::from_strict`]), or nothing if the old framing has none,
+    /// so the output stream is queued the same way for every connection.
     Strict(ServerFrame),
-    /// A legacy packet.
+    /// A packet only the legacy framing has (its STATUS JSON).
     Legacy(LegacyServerFrame),
 }
 
@@ -81,6 +84,14 @@ impl ServerCodec {
         self.framing
     }
 
+    /// Settles the framing of a connection whose frames reached its state machine
+    /// without passing through this codec's decoder (a no-op once decided).
+    pub(crate) fn settle(&mut self, framing: Framing) {
+        if self.framing == Framing::Undecided {
+            self.framing = framing;
+        }
+    }
+
     /// Decodes one inbound frame, classifying the connection first.
     pub fn decode_inbound(&mut self, src: &mut BytesMut) -> Result<Option<Inbound>, FrameError> {
         if self.framing == Framing::Undecided {
@@ -102,13 +113,20 @@ impl ServerCodec {
         }
     }
 
-    /// Encodes one outbound frame.
+    /// Encodes one outbound frame in the connection's framing: a strict frame on a
+    /// legacy connection becomes its legacy packet, or nothing (SPEC.md §7).
     pub fn encode_outbound(
         &mut self,
         item: &Outbound,
         dst: &mut BytesMut,
     ) -> Result<(), FrameError> {
         match item {
+            Outbound::Strict(f) if self.framing == Framing::Legacy => {
+                match LegacyServerFrame::from_strict(f) {
+                    Some(packet) => packet.encode(dst),
+                    None => Ok(()),
+                }
+            }
             Outbound::Strict(f) => {
                 if !self.preamble_sent {
                     dst.extend_from_slice(&MAGIC);

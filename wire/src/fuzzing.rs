@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::codec::{ClientCodec, Framing, Inbound, Outbound, ServerCodec};
+use crate::codec::{ClientCodec, Inbound, Outbound, ServerCodec};
 use crate::frame::{ClientFrame, LegacyPolicy, Limits, ServerFrame};
 use crate::ids::{Incarnation, SessionId, SessionRef};
 use crate::server::{Access, ConnState, Effect, Env, Out, ServerConfig, ServerConn};
@@ -98,18 +98,17 @@ fn decode_all(data: &[u8], cuts: &[u8]) -> (Vec<Inbound>, bool) {
 /// fire). A decoding failure ends the stream as it ends the daemon's connection.
 pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, mask: u8) {
     let mut src = BytesMut::from(data);
-    let mut codec = ServerCodec::default();
     let mut now = Instant::now();
     let mut conn = server_conn_at(policy, now);
     let mut i = 0u32;
     loop {
-        match codec.decode_inbound(&mut src) {
+        match conn.decode(&mut src) {
             Ok(Some(frame)) => {
                 let bits = mask.rotate_left(i % 8);
                 i += 1;
                 let secs = [0, 3, 6, 12][usize::from((bits >> 1) & 3)];
                 now += Duration::from_secs(secs);
-                check_timeout(&mut conn, now, codec.framing());
+                check_timeout(&mut conn, now);
                 let env = Env {
                     draining: bits & 1 != 0,
                     exited: bits & 0x10 != 0,
@@ -118,7 +117,7 @@ pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, mask: u8) {
             }
             Ok(None) => break,
             Err(e) => {
-                let out = conn.handle_decode_error(&e, codec.framing());
+                let out = conn.handle_decode_error(&e);
                 assert!(
                     !out.iter().any(|o| matches!(o, Out::Effect(_))),
                     "effect on a decode error: {out:?}"
@@ -134,10 +133,10 @@ pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, mask: u8) {
 /// passes, and asserts what a timeout may do: nothing before the deadline, and
 /// after it only a close (with an error frame for a strict opening), never an
 /// effect, and never for a bound connection.
-pub fn check_timeout(conn: &mut ServerConn, now: Instant, opening: Framing) -> Vec<Out> {
+pub fn check_timeout(conn: &mut ServerConn, now: Instant) -> Vec<Out> {
     let before = conn.state();
     let due = conn.poll_timeout().is_some_and(|d| now >= d);
-    let out = conn.handle_timeout(now, opening);
+    let out = conn.handle_timeout(now);
     assert!(
         !out.iter().any(|o| matches!(o, Out::Effect(_))),
         "effect on a timeout: {out:?}"

@@ -24,6 +24,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::FrameError;
+use crate::frame::{ExitStatus, ServerFrame};
 
 /// The largest cap a daemon may configure: the old framing's 32 MiB.
 pub const LEGACY_MAX_CAP: usize = 32 * 1024 * 1024;
@@ -212,6 +213,29 @@ impl LegacyServerFrame {
         }
     }
 
+    /// The packet that carries `frame` on a legacy connection (SPEC.md §7): OUTPUT
+    /// is DATA, SCREEN, GEOMETRY and EXIT keep their names (EXIT as
+    /// [`legacy_exit_code`]). `None` for frames the old framing has no packet for
+    /// (errors, the handshake's answers, PONG, DETACHED): on a legacy connection
+    /// they are not written.
+    pub fn from_strict(frame: &ServerFrame) -> Option<Self> {
+        match frame {
+            ServerFrame::Output(b) => Some(Self::Data(b.clone())),
+            ServerFrame::Screen(b) => Some(Self::Screen(b.clone())),
+            ServerFrame::Geometry { rows, cols } => Some(Self::Geometry {
+                rows: *rows,
+                cols: *cols,
+            }),
+            ServerFrame::Exit(status) => Some(Self::Exit(legacy_exit_code(*status))),
+            ServerFrame::Welcome { .. }
+            | ServerFrame::Bound { .. }
+            | ServerFrame::Status(_)
+            | ServerFrame::Pong(_)
+            | ServerFrame::Error { .. }
+            | ServerFrame::Detached => None,
+        }
+    }
+
     /// Interprets a raw packet sent by a server; `None` for types a server does not
     /// send or a payload too short for its type.
     pub fn from_packet(p: LegacyPacket) -> Option<Self> {
@@ -229,9 +253,28 @@ impl LegacyServerFrame {
     }
 }
 
+/// The single exit code the legacy EXIT packet carries: the code, or 128 + the
+/// signal for a program killed by one, or -1 if neither is known (SPEC.md §7).
+pub fn legacy_exit_code(status: ExitStatus) -> i32 {
+    match (status.code, status.signal) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => sig.saturating_add(128),
+        (None, None) => -1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
     use super::*;
+
+    #[test]
+    fn legacy_exit_codes() {
+        let s = |code, signal| ExitStatus { code, signal };
+        assert_eq!(legacy_exit_code(s(Some(3), None)), 3);
+        assert_eq!(legacy_exit_code(s(None, Some(15))), 143);
+        assert_eq!(legacy_exit_code(s(None, None)), -1);
+    }
 
     #[test]
     fn codes_are_pinned_to_anchors() {

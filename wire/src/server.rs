@@ -26,9 +26,9 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
-use crate::codec::{Framing, Inbound, Outbound};
+use crate::codec::{Framing, Inbound, Outbound, ServerCodec};
 use crate::error::FrameError;
 use crate::frame::{
     AttachRequest, ClientFrame, ErrorCode, LegacyPolicy, Limits, PeekRequest, ServerFrame, Size,
@@ -154,9 +154,14 @@ pub enum ConnState {
 }
 
 /// The daemon side of one connection.
+///
+/// It owns the connection's codec, so which framing the connection speaks is
+/// recorded once, where its first bytes were classified: the reader decodes, the
+/// writer encodes and the protocol rules ask through this one value.
 #[derive(Debug)]
 pub struct ServerConn {
     config: ServerConfig,
+    codec: ServerCodec,
     state: ConnState,
     /// When the connection was accepted.
     opened: Instant,
@@ -179,8 +184,14 @@ fn refuse(code: ErrorCode, detail: impl Into<String>) -> Vec<Out> {
 impl ServerConn {
     /// A fresh connection, accepted at `now`.
     pub fn new(config: ServerConfig, now: Instant) -> Self {
+        Self::with_codec(config, ServerCodec::default(), now)
+    }
+
+    /// A fresh connection whose codec has other limits.
+    pub fn with_codec(config: ServerConfig, codec: ServerCodec, now: Instant) -> Self {
         Self {
             config,
+            codec,
             state: ConnState::Accepted,
             opened: now,
             last_frame: now,
@@ -203,12 +214,28 @@ impl ServerConn {
         }
     }
 
-    /// The deadline may have passed at `now`; `opening` is what the codec has seen
-    /// of the connection's first bytes. Past the deadline the connection closes,
-    /// with ERROR `handshake-timeout` first if it opened in the strict framing (a
-    /// connection that sent nothing, or part of a legacy header, is closed without a
-    /// word: it may not speak this protocol at all).
-    pub fn handle_timeout(&mut self, now: Instant, opening: Framing) -> Vec<Out> {
+    /// Decodes the next inbound frame from `src` (classifying the connection from
+    /// its first bytes); feed it to [`ServerConn::handle`].
+    pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Inbound>, FrameError> {
+        self.codec.decode_inbound(src)
+    }
+
+    /// Encodes one outbound frame in the connection's framing
+    /// ([`ServerCodec::encode_outbound`]).
+    pub fn encode(&mut self, item: &Outbound, dst: &mut BytesMut) -> Result<(), FrameError> {
+        self.codec.encode_outbound(item, dst)
+    }
+
+    /// The framing the connection speaks, as far as its bytes have told.
+    pub fn framing(&self) -> Framing {
+        self.codec.framing()
+    }
+
+    /// The deadline may have passed at `now`. Past the deadline the connection
+    /// closes, with ERROR `handshake-timeout` first if it opened in the strict
+    /// framing (a connection that sent nothing, or part of a legacy header, is
+    /// closed without a word: it may not speak this protocol at all).
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<Out> {
         match self.poll_timeout() {
             Some(deadline) if now >= deadline => {}
             _ => return Vec::new(),
@@ -218,7 +245,7 @@ impl ServerConn {
             _ => format!("no BIND and no frame within {IDLE_UNBOUND_MS} ms"),
         };
         self.state = ConnState::Closed;
-        match opening {
+        match self.framing() {
             Framing::Strict => vec![
                 Out::Send(Outbound::Strict(ServerFrame::error(
                     ErrorCode::HandshakeTimeout,
@@ -234,12 +261,12 @@ impl ServerConn {
     /// connection closes. A connection that opened in the strict framing is told
     /// why first (the error's code: `malformed`, `frame-too-large`); the legacy
     /// framing has no error packet, and an undecided opening gets no answer.
-    pub fn handle_decode_error(&mut self, error: &FrameError, opening: Framing) -> Vec<Out> {
+    pub fn handle_decode_error(&mut self, error: &FrameError) -> Vec<Out> {
         if self.state == ConnState::Closed {
             return Vec::new();
         }
         self.state = ConnState::Closed;
-        match opening {
+        match self.framing() {
             Framing::Strict => vec![
                 Out::Send(Outbound::Strict(ServerFrame::error(
                     error.error_code(),
@@ -258,7 +285,7 @@ impl ServerConn {
 
     /// Whether the connection speaks the legacy framing.
     pub fn is_legacy(&self) -> bool {
-        matches!(self.state, ConnState::Legacy { .. })
+        self.framing() == Framing::Legacy
     }
 
     /// Whether the connection is attached read-write (its size counts).
@@ -295,8 +322,14 @@ impl ServerConn {
     pub fn handle(&mut self, now: Instant, frame: Inbound, env: Env) -> Vec<Out> {
         self.last_frame = now;
         let out = match frame {
-            Inbound::Strict(f) => self.handle_strict(f, env),
-            Inbound::Legacy(f) => self.handle_legacy(f, env),
+            Inbound::Strict(f) => {
+                self.codec.settle(Framing::Strict);
+                self.handle_strict(f, env)
+            }
+            Inbound::Legacy(f) => {
+                self.codec.settle(Framing::Legacy);
+                self.handle_legacy(f, env)
+            }
         };
         if out.iter().any(|o| matches!(o, Out::Close)) {
             self.state = ConnState::Closed;

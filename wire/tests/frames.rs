@@ -1284,3 +1284,48 @@ fn status_owner_is_the_last_field_on_the_wire() {
     assert_eq!(&some[some.len() - 3..], &[1, 1, b'A']);
     assert_eq!(&some[..some.len() - 3], &none[..none.len() - 1]);
 }
+
+/// A legacy connection's codec writes the strict output stream as legacy packets,
+/// and nothing for a frame the old framing has no packet for (SPEC.md §7, "One
+/// framing per connection").
+#[test]
+fn a_legacy_connection_writes_the_stream_in_legacy_packets() {
+    use latch_wire::legacy::LegacyServerFrame as L;
+    let mut codec = ServerCodec::default();
+    let mut opening = BytesMut::from(&[7u8, 0, 0, 0, 0][..]);
+    assert!(codec.decode_inbound(&mut opening).unwrap().is_some());
+    assert_eq!(codec.framing(), Framing::Legacy);
+    let killed = ExitStatus {
+        code: None,
+        signal: Some(15),
+    };
+    let cases = [
+        (
+            ServerFrame::Output(Bytes::from_static(b"hi")),
+            Some(L::Data(Bytes::from_static(b"hi"))),
+        ),
+        (
+            ServerFrame::Screen(Bytes::from_static(b"s")),
+            Some(L::Screen(Bytes::from_static(b"s"))),
+        ),
+        (
+            ServerFrame::Geometry { rows: 24, cols: 80 },
+            Some(L::Geometry { rows: 24, cols: 80 }),
+        ),
+        (ServerFrame::Exit(killed), Some(L::Exit(143))),
+        (ServerFrame::error(ErrorCode::TooSlow, "cut off"), None),
+        (ServerFrame::Pong(3), None),
+        (ServerFrame::Detached, None),
+    ];
+    for (frame, want) in cases {
+        let mut got = BytesMut::new();
+        codec
+            .encode_outbound(&Outbound::Strict(frame.clone()), &mut got)
+            .unwrap();
+        let mut expected = BytesMut::new();
+        if let Some(packet) = want {
+            packet.encode(&mut expected).unwrap();
+        }
+        assert_eq!(got, expected, "{frame:?}");
+    }
+}

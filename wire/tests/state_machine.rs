@@ -783,8 +783,9 @@ fn legacy_under_off_never_gets_past_the_first_packet() {
     for f in LEGACY {
         let mut conn = server_conn(LegacyPolicy::Off);
         assert_eq!(feed(&mut conn, f, LegacyPolicy::Off), vec![Out::Close]);
+        // Its bytes were legacy, but it was never served.
         assert_eq!(conn.state(), CLOSED);
-        assert!(!conn.is_legacy());
+        assert!(conn.is_legacy());
     }
 }
 
@@ -973,11 +974,12 @@ fn policy() -> impl Strategy<Value = LegacyPolicy> {
 }
 
 /// Whether the connection has shown a strict opening (it negotiated or bound).
-fn strict_opening(conn: &ServerConn) -> bool {
-    matches!(
-        conn.state(),
-        ConnState::Negotiated { .. } | ConnState::Bound { .. }
-    )
+/// Feeds `bytes` (less than one frame) to the connection's decoder; returns the
+/// framing they decided.
+fn opened(conn: &mut ServerConn, bytes: &[u8]) -> latch_wire::Framing {
+    let mut src = bytes::BytesMut::from(bytes);
+    assert_eq!(conn.decode(&mut src), Ok(None));
+    conn.framing()
 }
 
 proptest! {
@@ -1029,12 +1031,7 @@ proptest! {
             if i >= skip {
                 // Time passes; the driver wakes the connection when it is due.
                 now += std::time::Duration::from_secs(waits[(i - skip) % waits.len()]);
-                let opening = if strict_opening(&conn) {
-                    latch_wire::Framing::Strict
-                } else {
-                    latch_wire::Framing::Undecided
-                };
-                latch_wire::fuzzing::check_timeout(&mut conn, now, opening);
+                latch_wire::fuzzing::check_timeout(&mut conn, now);
             }
             let before = conn.state();
             let strict = matches!(frame, Inbound::Strict(_));
@@ -1062,7 +1059,9 @@ proptest! {
             }
             // Strict refusals are strict frames; legacy connections get no strict
             // frames except the closing refusal of a strict frame.
-            if conn.is_legacy() || (!strict && before == ConnState::Accepted) {
+            if matches!(conn.state(), ConnState::Legacy { .. })
+                || (!strict && before == ConnState::Accepted)
+            {
                 prop_assert!(out.iter().all(|o| !matches!(o, Out::Send(_))), "{:?}", out);
             }
             // Close is always last.
@@ -1461,17 +1460,25 @@ fn the_handshake_and_idle_deadlines() {
     // Accepted: the first frame is due HANDSHAKE_TIMEOUT_MS after accept.
     let mut conn = latch_wire::fuzzing::server_conn_at(LegacyPolicy::Off, t0);
     assert_eq!(conn.poll_timeout(), Some(t0 + ms(HANDSHAKE_TIMEOUT_MS)));
+    assert_eq!(
+        opened(&mut conn, &latch_wire::framing::MAGIC),
+        Framing::Strict
+    );
     assert!(conn
-        .handle_timeout(t0 + ms(HANDSHAKE_TIMEOUT_MS - 1), Framing::Strict)
+        .handle_timeout(t0 + ms(HANDSHAKE_TIMEOUT_MS - 1))
         .is_empty());
-    let out = conn.handle_timeout(t0 + ms(HANDSHAKE_TIMEOUT_MS), Framing::Strict);
+    let out = conn.handle_timeout(t0 + ms(HANDSHAKE_TIMEOUT_MS));
     assert_eq!(normalise(out), err(ErrorCode::HandshakeTimeout));
     assert_eq!(conn.state(), CLOSED);
     // Silence with no bytes at all, or part of a legacy header: closed, no word.
-    for opening in [Framing::Undecided, Framing::Legacy] {
+    for (opening, framing) in [
+        (&[][..], Framing::Undecided),
+        (&[7, 0][..], Framing::Legacy),
+    ] {
         let mut conn = latch_wire::fuzzing::server_conn_at(LegacyPolicy::Full, t0);
+        assert_eq!(opened(&mut conn, opening), framing);
         assert_eq!(
-            conn.handle_timeout(t0 + ms(HANDSHAKE_TIMEOUT_MS), opening),
+            conn.handle_timeout(t0 + ms(HANDSHAKE_TIMEOUT_MS)),
             vec![Out::Close]
         );
     }
@@ -1483,12 +1490,10 @@ fn the_handshake_and_idle_deadlines() {
     let t2 = t1 + ms(IDLE_UNBOUND_MS - 1);
     conn.handle(t2, Inbound::Strict(ClientFrame::Status), Env::default());
     assert_eq!(conn.poll_timeout(), Some(t2 + ms(IDLE_UNBOUND_MS)));
-    assert!(conn
-        .handle_timeout(t1 + ms(IDLE_UNBOUND_MS), Framing::Strict)
-        .is_empty());
+    assert!(conn.handle_timeout(t1 + ms(IDLE_UNBOUND_MS)).is_empty());
     let mut idle = latch_wire::fuzzing::server_conn_at(LegacyPolicy::Off, t0);
     idle.handle(t1, Inbound::Strict(hello_frame()), Env::default());
-    let out = idle.handle_timeout(t1 + ms(IDLE_UNBOUND_MS), Framing::Strict);
+    let out = idle.handle_timeout(t1 + ms(IDLE_UNBOUND_MS));
     assert!(
         matches!(
             out.as_slice(),
@@ -1510,7 +1515,7 @@ fn the_handshake_and_idle_deadlines() {
         "bound connections have no deadline"
     );
     assert!(conn
-        .handle_timeout(t2 + Duration::from_secs(3600), Framing::Strict)
+        .handle_timeout(t2 + Duration::from_secs(3600))
         .is_empty());
     // Legacy connections have none either.
     let mut legacy = latch_wire::fuzzing::server_conn_at(LegacyPolicy::Observe, t0);
@@ -1526,7 +1531,11 @@ fn decode_errors_close_and_tell_only_a_strict_opening() {
         max: 65_536,
     };
     let mut conn = server_conn(LegacyPolicy::Off);
-    let out = conn.handle_decode_error(&too_large, Framing::Strict);
+    assert_eq!(
+        opened(&mut conn, &latch_wire::framing::MAGIC),
+        Framing::Strict
+    );
+    let out = conn.handle_decode_error(&too_large);
     assert!(
         matches!(
             out.as_slice(),
@@ -1541,15 +1550,14 @@ fn decode_errors_close_and_tell_only_a_strict_opening() {
         "{out:?}"
     );
     assert_eq!(conn.state(), CLOSED);
-    assert!(conn
-        .handle_decode_error(&too_large, Framing::Strict)
-        .is_empty());
-    for opening in [Framing::Undecided, Framing::Legacy] {
+    assert!(conn.handle_decode_error(&too_large).is_empty());
+    for (opening, framing) in [
+        (&[][..], Framing::Undecided),
+        (&[7, 0][..], Framing::Legacy),
+    ] {
         let mut conn = server_conn(LegacyPolicy::Full);
-        assert_eq!(
-            conn.handle_decode_error(&too_large, opening),
-            vec![Out::Close]
-        );
+        assert_eq!(opened(&mut conn, opening), framing);
+        assert_eq!(conn.handle_decode_error(&too_large), vec![Out::Close]);
     }
 }
 

@@ -142,6 +142,8 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
         session.own.incarnation,
         session.child_pid
     );
+    // Creation's stack pages are not needed again.
+    session::trim_stack();
     serve::serve(session, listener, signals).await
 }
 

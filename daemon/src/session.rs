@@ -281,8 +281,10 @@ impl Session {
     pub fn apply_output(&self) {
         self.term.borrow_mut().release();
         // The burst's buffers (the read buffer, the emulator's spare rows) were
-        // freed in the middle of the heap: hand their pages back.
+        // freed in the middle of the heap: hand their pages back, and the stack
+        // the parsing touched.
         trim_heap();
+        trim_stack();
         self.settle();
     }
 
@@ -804,6 +806,46 @@ fn trim_heap() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// Hands back the main thread's stack pages below the current frame. Creation and
+/// the parsing of a burst touch them once; an idle daemon never needs them, and
+/// the kernel keeps them resident otherwise (a fresh daemon's stack was 92 KiB).
+/// Pages touched again later are simply zero-filled anew.
+pub(crate) fn trim_stack() {
+    // Only the main thread's stack is the `[stack]` mapping.
+    if rustix::thread::gettid() != rustix::process::getpid() {
+        return;
+    }
+    let Some(low) = main_stack_low() else { return };
+    let marker = 0u8;
+    let here = std::ptr::addr_of!(marker) as usize;
+    // Stay clear of this frame, the red zone below it and madvise's own frames.
+    const MARGIN: usize = 16 * 1024;
+    let page = rustix::param::page_size();
+    let high = here.saturating_sub(MARGIN) & !(page - 1);
+    if high <= low {
+        return;
+    }
+    // SAFETY: [low, high) lies in this thread's stack mapping strictly below the
+    // live frames (the current one, minus a margin larger than the red zone and
+    // any frame madvise needs); nothing refers to memory there, and a later touch
+    // gets a zeroed page.
+    let _ = unsafe {
+        rustix::mm::madvise(
+            low as *mut std::ffi::c_void,
+            high - low,
+            rustix::mm::Advice::LinuxDontNeed,
+        )
+    };
+}
+
+/// The lowest address of the main thread's stack mapping, from /proc/self/maps.
+fn main_stack_low() -> Option<usize> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[stack]"))?;
+    let (low, _) = line.split_once('-')?;
+    usize::from_str_radix(low, 16).ok()
 }
 
 /// Large buffers (output queue, full-scrollback snapshots) get their own mappings,

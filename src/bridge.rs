@@ -85,6 +85,7 @@ pub fn run() -> i32 {
                     final_screen: None,
                     created: None,
                     receipt: None,
+                    attach_defaults: None,
                 });
                 e.exit_code()
             }
@@ -210,6 +211,14 @@ fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
             Box::new(client.receipt_for(&latch_client::Created::of_record(&target.record)))
         }),
         created,
+        attach_defaults: client
+            .registry()
+            .defaults()
+            .ok()
+            .map(|d| crate::remote::AttachDefaults {
+                attach_history: d.attach_history,
+                detach_key: d.detach_key,
+            }),
     });
     match socket {
         Some(s) => relay(s),

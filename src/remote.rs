@@ -229,6 +229,23 @@ pub struct TargetLine {
     /// The creation's receipt (without a host), for a create request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<Box<Receipt>>,
+    /// The host's `defaults.json` values that shape an attach (absent from an older
+    /// bridge, or when that file cannot be read there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach_defaults: Option<AttachDefaults>,
+}
+
+/// What the host's `defaults.json` says about attaching there (SPEC.md §12.2): an
+/// attach through `--host` uses the host's defaults, as one run on the host would.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachDefaults {
+    /// `attachHistory`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach_history: Option<u32>,
+    /// `detachKey`, in its notation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detach_key: Option<String>,
 }
 
 pub fn our_request(op: Op) -> Request {
@@ -575,6 +592,8 @@ pub struct RemoteTarget {
     pub final_screen: Option<latch_registry::FinalScreen>,
     pub created: Option<serde_json::Value>,
     pub receipt: Option<Receipt>,
+    /// The host's attach defaults (empty if it sent none).
+    pub defaults: AttachDefaults,
 }
 
 /// A connection through a bridge to a remote daemon: not yet negotiated.
@@ -695,6 +714,7 @@ pub fn connect(host: &Host, req: ConnectRequest) -> Result<Relay, ClientError> {
             final_screen: t.final_screen.map(|b| *b),
             created: t.created,
             receipt: t.receipt.map(|b| *b),
+            defaults: t.attach_defaults.unwrap_or_default(),
         },
         stream: t.connected.then_some(mine),
         ssh,

@@ -856,3 +856,77 @@ fn remote_kill_falls_back_to_the_hosts_proven_identity() {
         std::time::Duration::from_secs(10)
     ));
 }
+
+/// An attach through `--host` behaves as one run on the host: `--history` and the
+/// host's `attachHistory` write scrollback first, the host's `detachKey` detaches,
+/// and the terminal's own session is refused (exit 9) unless `--force`.
+#[test]
+fn remote_attach_uses_history_the_hosts_defaults_and_refuses_its_own_session() {
+    let s = Sshd::start();
+    let inc = s
+        .alpha
+        .new_session("th", &["sh", "-c", "seq 5001 5300; exec sh"]);
+    std::fs::write(
+        s.alpha.path("defaults.json"),
+        r#"{"attachHistory": 200, "detachKey": "^]"}"#,
+    )
+    .unwrap();
+    s.alpha.wait_for("th", "5300");
+
+    // Inside the session itself (its environment names it): refused, nothing done.
+    let own = [
+        ("LATCH_SESSION_ID", "th"),
+        ("LATCH_INCARNATION", inc.as_str()),
+    ];
+    let r = s.run_with(&["--host", "alpha", "attach", "th"], &own);
+    assert_eq!(r.code, 9, "{r:?}");
+    assert!(r.stderr.contains("--force"), "{r:?}");
+    // With --force it goes on to attach (here without a terminal, so it fails
+    // otherwise, not with 9).
+    let r = s.run_with(&["--host", "alpha", "attach", "--force", "th"], &own);
+    assert_ne!(r.code, 9, "{r:?}");
+
+    let tmux = Tmux::new("history");
+    let script = format!(
+        "LATCH_SSH_CONFIG={cfg} LATCH_REMOTE_BIN={bin} {bin} --host alpha attach th; \
+         echo LATCH-EXIT:$?; tmux -L {sock} wait-for -S detached; sleep 600",
+        cfg = s.config().display(),
+        bin = latch_bin(),
+        sock = tmux.socket,
+    );
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    // Once typing reaches the program, the attach has written what it writes first.
+    tmux.run(&["send-keys", "-t", "t", "echo typed-$((6*7))", "Enter"]);
+    s.alpha.wait_for("th", "typed-42");
+    let history = tmux.run(&["capture-pane", "-p", "-t", "t", "-S", "-400"]);
+    let history = String::from_utf8_lossy(&history.stdout);
+    assert!(
+        history.lines().any(|l| l.trim() == "5150"),
+        "the host's attachHistory wrote no scrollback: {history}"
+    );
+    // The host's detach key (^]) detaches: exit 0, the session running.
+    tmux.run(&["send-keys", "-t", "t", "C-]"]);
+    assert!(tmux.wait_for("detached"), "no detach: {}", tmux.capture());
+    assert!(
+        tmux.capture().contains("LATCH-EXIT:0"),
+        "{}",
+        tmux.capture()
+    );
+    assert_eq!(
+        s.alpha.run(&["status", "--json", "th"]).json()["status"],
+        "running"
+    );
+}

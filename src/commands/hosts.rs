@@ -258,39 +258,33 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             if args.detached {
                 return Ok(exit::OK);
             }
+            let key = host_detach_key(&host, args.detach_key.as_deref(), &relay)?;
             let bound = bind(&mut relay, None)?;
-            attach::attach_bound(
-                handled,
-                bound,
-                false,
-                Some(crate::keys::DEFAULT_DETACH_KEY),
-                0,
-                Some(host.as_str()),
-            )
+            attach::attach_bound(handled, bound, false, key, 0, Some(host.as_str()))
         }
         Command::Attach {
             reference: r,
             pre,
             read_only,
             detach_key,
-            force: _,
-            history: _,
+            force,
+            history,
         } => {
             let Some(r) = r.or_else(|| route.receipt.as_ref().map(|r| r.id.to_string())) else {
                 return Err(usage("attach with --host needs a REF"));
             };
-            let key = match detach_key {
-                Some(k) => crate::keys::parse_detach_key(&k)
-                    .map_err(|e| usage(format!("--detach-key: {e}")))?,
-                None => Some(crate::keys::DEFAULT_DETACH_KEY),
-            };
             let handled = attach::block_signals()?;
             let mut relay = open_relay(&route, root, &reference(&route, &r), &pre, None)?;
+            // As locally (SPEC.md §12.3): never this terminal's own session, and the
+            // host's defaults for what the flags leave open.
+            sessions::refuse_inside(&relay.target.session, force)?;
+            let key = host_detach_key(&host, detach_key.as_deref(), &relay)?;
+            let history = sessions::choose_history(history, relay.target.defaults.attach_history);
             if !relay.target.status.eq(&SessionStatus::Running) || relay_final(&relay) {
                 return show_remote_final(&relay);
             }
             let bound = bind(&mut relay, owner_of(&pre)?)?;
-            attach::attach_bound(handled, bound, read_only, key, 0, Some(host.as_str()))
+            attach::attach_bound(handled, bound, read_only, key, history, Some(host.as_str()))
         }
         Command::Peek {
             target,
@@ -490,6 +484,17 @@ fn relay_exec(route: &Route, stdin: bool) -> Result<i32, ClientError> {
     let args = forwarded_args(route)?;
     let (code, _) = remote::exec(one(route), args, route.receipt.clone(), stdin, false)?;
     Ok(code)
+}
+
+/// The detach key of an attach on `host`: the flag, else the host's `detachKey`,
+/// else `^\`.
+fn host_detach_key(
+    host: &Host,
+    flag: Option<&str>,
+    relay: &Relay,
+) -> Result<Option<u8>, ClientError> {
+    let file = format!("the defaults.json of host {host}");
+    sessions::choose_detach_key(flag, relay.target.defaults.detach_key.as_deref(), &file)
 }
 
 fn owner_of(pre: &Preconditions) -> Result<Option<Owner>, ClientError> {

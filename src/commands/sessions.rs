@@ -27,22 +27,34 @@ fn terminal_size() -> (u16, u16) {
 
 /// The detach key: `flag`, else `detachKey` in defaults.json, else `^\`.
 fn detach_key(client: &Client, flag: Option<&str>) -> Result<Option<u8>, ClientError> {
+    let defaults = client.registry().defaults()?;
+    let file = client.registry().root().join(latch_registry::DEFAULTS_FILE);
+    choose_detach_key(flag, defaults.detach_key.as_deref(), &file.display())
+}
+
+/// The detach key: `flag`, else `default` (the `detachKey` of the defaults.json
+/// named by `file`), else `^\`.
+pub(crate) fn choose_detach_key(
+    flag: Option<&str>,
+    default: Option<&str>,
+    file: &dyn std::fmt::Display,
+) -> Result<Option<u8>, ClientError> {
     if let Some(k) = flag {
         return keys::parse_detach_key(k).map_err(|e| usage(format!("--detach-key: {e}")));
     }
-    match client.registry().defaults()?.detach_key {
-        Some(k) => keys::parse_detach_key(&k).map_err(|e| {
-            usage(format!(
-                "detachKey in {}: {e}",
-                client
-                    .registry()
-                    .root()
-                    .join(latch_registry::DEFAULTS_FILE)
-                    .display()
-            ))
-        }),
+    match default {
+        Some(k) => {
+            keys::parse_detach_key(k).map_err(|e| usage(format!("detachKey in {file}: {e}")))
+        }
         None => Ok(Some(keys::DEFAULT_DETACH_KEY)),
     }
+}
+
+/// The scrollback lines an attach writes first: `flag`, else `attachHistory` from
+/// defaults.json, else none; at most the scrollback a session keeps.
+pub(crate) fn choose_history(flag: Option<usize>, default: Option<u32>) -> usize {
+    flag.unwrap_or_else(|| default.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)))
+        .min(latch_wire::limits::MAX_SCROLLBACK)
 }
 
 /// Whether this process runs inside `session` itself (its environment names it).
@@ -54,7 +66,7 @@ fn inside(session: &SessionRef) -> bool {
 
 /// Refuses to attach a session to itself: its output would be fed back into it
 /// with no way out (as tmux refuses nesting), unless `force`.
-fn refuse_inside(session: &SessionRef, force: bool) -> Result<(), ClientError> {
+pub(crate) fn refuse_inside(session: &SessionRef, force: bool) -> Result<(), ClientError> {
     if inside(session) && !force {
         return Err(ClientError::Refused(format!(
             "this terminal is session {}'s own: attaching it to itself would feed its \
@@ -344,15 +356,7 @@ pub(crate) fn attach(
     )?;
     refuse_inside(&target.session, force)?;
     let key = detach_key(&client, detach_key_flag)?;
-    let history = match history {
-        Some(n) => n,
-        None => client
-            .registry()
-            .defaults()?
-            .attach_history
-            .map_or(0, |n| n as usize),
-    };
-    let history = history.min(latch_wire::limits::MAX_SCROLLBACK);
+    let history = choose_history(history, client.registry().defaults()?.attach_history);
     attach::interactive(&client, &target.session, read_only, key, history)
 }
 

@@ -859,9 +859,10 @@ fn remote_kill_falls_back_to_the_hosts_proven_identity() {
 
 /// An attach through `--host` behaves as one run on the host: `--history` and the
 /// host's `attachHistory` write scrollback first, the host's `detachKey` detaches,
-/// and the terminal's own session is refused (exit 9) unless `--force`.
+/// and the terminal's own session is refused (exit 9) unless `--force`; and
+/// `peek --wait --full` searches the scrollback there as here.
 #[test]
-fn remote_attach_uses_history_the_hosts_defaults_and_refuses_its_own_session() {
+fn remote_attach_and_wait_behave_as_on_the_host() {
     let s = Sshd::start();
     let inc = s
         .alpha
@@ -872,6 +873,40 @@ fn remote_attach_uses_history_the_hosts_defaults_and_refuses_its_own_session() {
     )
     .unwrap();
     s.alpha.wait_for("th", "5300");
+
+    // `peek --wait --full` over ssh finds text that is only in the scrollback, as
+    // locally; without --full only the screen counts.
+    let r = s.run(&[
+        "--host",
+        "alpha",
+        "peek",
+        "th",
+        "--wait",
+        "5010",
+        "--full",
+        "--timeout",
+        "20",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.lines().any(|l| l == "5010"), "{r:?}");
+    let r = s.run(&[
+        "--host",
+        "alpha",
+        "peek",
+        "th",
+        "--wait",
+        "5010",
+        "--timeout",
+        "1",
+    ]);
+    assert_eq!(
+        r.code,
+        s.alpha
+            .run(&["peek", "th", "--wait", "5010", "--timeout", "1"])
+            .code,
+        "{r:?}"
+    );
+    assert_ne!(r.code, 0, "{r:?}");
 
     // Inside the session itself (its environment names it): refused, nothing done.
     let own = [

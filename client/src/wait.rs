@@ -6,6 +6,7 @@ use bytes::Bytes;
 use latch_wire::SessionRef;
 
 use crate::client::Client;
+use crate::conn::{AttachReader, Bound};
 use crate::error::{ClientError, UnreachableCause};
 use crate::options::{AttachMode, PeekFormat, PeekOptions};
 use crate::proto;
@@ -26,27 +27,46 @@ impl Client {
         opts: PeekOptions,
         timeout: Duration,
     ) -> Result<Bytes, ClientError> {
-        let deadline = Instant::now() + timeout;
         let mut bound = self.connect(session)?;
-        let mut reader = self
+        let wake = self
             .connect(session)?
             .attach(0, 0, AttachMode::ReadOnly)?
             .reader;
+        bound.wait_for_text(wake, text, opts, timeout)
+    }
+}
+
+impl Bound {
+    /// Waits until the screen of the creation this connection is bound to (plain
+    /// text, over `opts.scope`) shows `text`, at most `timeout`, and returns that
+    /// screen in `opts.format`. `wake` is a read-only attachment to the same
+    /// creation: every output it reports wakes the wait, and each wake peeks again
+    /// through `self`, so the text is only ever read from that creation
+    /// ([`Client::wait_for_text`] opens both; a caller with connections of its own,
+    /// such as a relay to another host, passes them here).
+    pub fn wait_for_text(
+        &mut self,
+        mut wake: AttachReader,
+        text: &str,
+        opts: PeekOptions,
+        timeout: Duration,
+    ) -> Result<Bytes, ClientError> {
+        let deadline = Instant::now() + timeout;
         let plain = opts.with_format(PeekFormat::Plain);
         loop {
-            let screen = bound.peek(plain)?;
+            let screen = self.peek(plain)?;
             if proto::shows(&screen, text) {
                 return match opts.format {
                     PeekFormat::Plain => Ok(screen),
-                    PeekFormat::Ansi => bound.peek(opts),
+                    PeekFormat::Ansi => self.peek(opts),
                 };
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(proto::wait_timed_out(text, timeout));
             }
-            reader.set_timeout(Some(left))?;
-            match reader.next_event() {
+            wake.set_timeout(Some(left))?;
+            match wake.next_event() {
                 Ok(event) => proto::wait_wake(event, text)?,
                 Err(ClientError::Unreachable {
                     cause: UnreachableCause::TimedOut,

@@ -295,20 +295,34 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             timeout,
             follow,
         } => {
-            let mut relay = open_target(&route, root, &target, None)?;
+            let mut relay = open_target(&route, root.clone(), &target, None)?;
             if relay_final(&relay) {
                 return show_remote_final(&relay);
             }
             let plain = !ansi;
-            let bound = bind(&mut relay, owner_of(&target.pre)?)?;
+            let owner = owner_of(&target.pre)?;
+            let mut bound = bind(&mut relay, owner.clone())?;
             if follow {
                 let attached = bound.attach(0, 0, AttachMode::ReadOnly)?;
                 return sessions::follow_attached(attached, &relay.target.session.id, plain);
             }
+            let opts = sessions::peek_options(plain, full);
             match wait {
                 None => {
-                    let mut bound = bound;
-                    sessions::print_screen(&bound.peek(sessions::peek_options(plain, full))?)?;
+                    sessions::print_screen(&bound.peek(opts)?)?;
+                    Ok(exit::OK)
+                }
+                // Scrollback is read only by PEEK: peek through this connection,
+                // woken by a read-only attachment through a second relay pinned to
+                // the same creation, as a local wait does (SPEC.md §12.3).
+                Some(text) if full => {
+                    let pinned = relay.target.session.to_string();
+                    let mut second = open_relay(&route, root, &pinned, &target.pre, None)?;
+                    let wake = bind(&mut second, owner)?
+                        .attach(0, 0, AttachMode::ReadOnly)?
+                        .reader;
+                    let screen = bound.wait_for_text(wake, &text, opts, secs(timeout)?)?;
+                    sessions::print_screen(&screen)?;
                     Ok(exit::OK)
                 }
                 Some(text) => wait_for_text(bound, &text, plain, secs(timeout)?),

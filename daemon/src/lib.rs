@@ -142,8 +142,8 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
         session.own.incarnation,
         session.child_pid
     );
-    // Creation's stack pages are not needed again.
-    session::trim_stack();
+    // What creation touched and freed is not needed again.
+    session::trim_memory();
     serve::serve(session, listener, signals).await
 }
 

@@ -283,8 +283,7 @@ impl Session {
         // The burst's buffers (the read buffer, the emulator's spare rows) were
         // freed in the middle of the heap: hand their pages back, and the stack
         // the parsing touched.
-        trim_heap();
-        trim_stack();
+        trim_memory();
         self.settle();
     }
 
@@ -797,6 +796,13 @@ impl Session {
     }
 }
 
+/// Hands back what an idle daemon does not need: the allocator's free pages and
+/// the stack below the live frames.
+pub(crate) fn trim_memory() {
+    trim_heap();
+    trim_stack();
+}
+
 /// Hands the allocator's free pages back to the system. The emulator frees the
 /// full-cell rows its scrollback no longer needs in the middle of the heap, where
 /// `free` alone keeps them resident (glibc).
@@ -812,7 +818,7 @@ fn trim_heap() {
 /// the parsing of a burst touch them once; an idle daemon never needs them, and
 /// the kernel keeps them resident otherwise (a fresh daemon's stack was 92 KiB).
 /// Pages touched again later are simply zero-filled anew.
-pub(crate) fn trim_stack() {
+fn trim_stack() {
     // Only the main thread's stack is the `[stack]` mapping.
     if rustix::thread::gettid() != rustix::process::getpid() {
         return;

@@ -624,7 +624,7 @@ impl Relay {
                 ),
             ));
         };
-        Connection::over(stream, latch_client::conn::DEFAULT_TIMEOUT)
+        Connection::over(stream, latch_client::DEFAULT_TIMEOUT)
     }
 }
 

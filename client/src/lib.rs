@@ -338,32 +338,34 @@
 
 #![deny(missing_docs)]
 
-pub mod client;
-pub mod conn;
-pub mod create;
-pub mod error;
-pub mod events;
-pub mod lifecycle;
-pub mod meta;
-pub mod names;
+mod client;
+mod conn;
+mod create;
+mod error;
+mod events;
+mod lifecycle;
+mod meta;
+mod names;
 #[cfg(feature = "tokio")]
 pub mod nonblocking;
-pub mod options;
+mod options;
 mod proto;
-pub mod receipt;
+mod receipt;
 mod wait;
 
 pub use client::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus, Target};
-pub use conn::{AttachEvent, AttachReader, AttachWriter, Attached, Bound, Connection};
-pub use create::Created;
+pub use conn::{
+    AttachEvent, AttachReader, AttachWriter, Attached, Bound, Connection, DEFAULT_TIMEOUT,
+};
+pub use create::{Created, READY_TIMEOUT};
 pub use error::{exit, ClientError, Mismatch, UnreachableCause};
 pub use events::{Event, EventFollower, EventScope};
-pub use lifecycle::{GcOptions, GcReport};
-pub use meta::{MetaPatch, Patched};
-pub use names::{validate_display_name, NameError};
+pub use lifecycle::{GcOptions, GcReport, EVENTS_RETENTION, KEEP_TAG, ORPHAN_MIN_AGE};
+pub use meta::{validate_tag, MetaPatch, Patched, TAG_KEY_MAX, TAG_VALUE_MAX};
+pub use names::{validate_display_name, NameError, DISPLAY_NAME_MAX_CHARS};
 pub use options::{AttachMode, PeekFormat, PeekOptions, PeekScope, RemoveMode};
 pub use proto::Attachment;
-pub use receipt::{Receipt, Verdict};
+pub use receipt::{Receipt, Verdict, RECEIPT_VERSION};
 
 // The identity and wire types the API takes and returns, so a tool needs no other
 // latch crate.

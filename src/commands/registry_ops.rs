@@ -188,7 +188,7 @@ pub(crate) fn tag(
     let (client, target) = open_target(root, target)?;
     let mut patch = MetaPatch::default();
     for (k, v) in parse_kv(tags, "tag")? {
-        latch_client::meta::validate_tag(&k, Some(&v))?;
+        latch_client::validate_tag(&k, Some(&v))?;
         patch.tags.insert(k, (!v.is_empty()).then_some(v));
     }
     patched(&client, &target, &patch, json)

@@ -15,25 +15,12 @@ fn interactive_attach_through_a_real_terminal() {
     let reg = Reg::new();
     reg.new_session("ia", &["sh"]);
     let stty_file: PathBuf = reg.root.parent().unwrap().join("stty.txt");
-    let pane_cmd = format!(
-        "{bin} --root {root} attach ia; echo LATCH-EXIT:$?; stty -a > {stty}; tmux -L {sock} wait-for -S detached; sleep 600",
+    let attach = format!(
+        "{bin} --root {root} attach ia",
         bin = support::latch_bin(),
         root = reg.root.display(),
-        stty = stty_file.display(),
-        sock = tmux.socket,
     );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &pane_cmd,
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    tmux.start(&attach, 100, 30, Some(&stty_file));
     // Typing echoes: keys go through tmux -> latch attach -> daemon -> sh.
     tmux.run(&["send-keys", "-t", "t", "echo typed-$((6*7))", "Enter"]);
     reg.wait_for("ia", "typed-42");
@@ -68,7 +55,7 @@ fn interactive_attach_through_a_real_terminal() {
 
     // Ctrl-\ detaches; latch exits 0 and the terminal is restored.
     tmux.run(&["send-keys", "-t", "t", "C-\\"]);
-    assert!(tmux.wait_for("detached"), "no detach: {}", tmux.capture());
+    assert!(tmux.wait_for("ended"), "no detach: {}", tmux.capture());
     let pane = tmux.capture();
     assert!(pane.contains("LATCH-EXIT:0"), "{pane}");
     assert!(pane.contains("detached from ia"), "{pane}");
@@ -92,24 +79,12 @@ fn detach_key_on_new_double_press_and_a_fresh_line() {
     let tmux = Tmux::new("dk");
     let reg = Reg::new();
     reg.run(&["ls"]).ok(); // the root, for events to watch
-    let pane_cmd = format!(
-        "{bin} --root {root} new --id dk --detach-key C-a -- cat -v; echo LATCH-EXIT:$?; tmux -L {sock} wait-for -S detached; sleep 600",
+    let new = format!(
+        "{bin} --root {root} new --id dk --detach-key C-a -- cat -v",
         bin = support::latch_bin(),
         root = reg.root.display(),
-        sock = tmux.socket,
     );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "80",
-        "-y",
-        "20",
-        &pane_cmd,
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    tmux.start(&new, 80, 20, None);
     let started = reg.run(&[
         "events",
         "--all",
@@ -129,7 +104,7 @@ fn detach_key_on_new_double_press_and_a_fresh_line() {
     tmux.run(&["send-keys", "-t", "t", "partial"]);
     reg.wait_for("dk", "partial");
     tmux.run(&["send-keys", "-t", "t", "C-a"]);
-    assert!(tmux.wait_for("detached"), "no detach: {}", tmux.capture());
+    assert!(tmux.wait_for("ended"), "no detach: {}", tmux.capture());
     let pane = tmux.capture();
     assert!(pane.contains("LATCH-EXIT:0"), "{pane}");
     assert!(
@@ -153,26 +128,13 @@ fn a_signal_to_the_attach_client_restores_the_terminal() {
     reg.new_session("sg", &["sh"]);
     let stty_file: PathBuf = reg.root.parent().unwrap().join("stty-sg.txt");
     let pid_file: PathBuf = reg.root.parent().unwrap().join("attach.pid");
-    let pane_cmd = format!(
-        "sh -c 'echo $$ > {pid}; exec {bin} --root {root} attach sg'; echo LATCH-EXIT:$?; stty -a > {stty}; tmux -L {sock} wait-for -S ended; sleep 600",
+    let attach = format!(
+        "sh -c 'echo $$ > {pid}; exec {bin} --root {root} attach sg'",
         pid = pid_file.display(),
         bin = support::latch_bin(),
         root = reg.root.display(),
-        stty = stty_file.display(),
-        sock = tmux.socket,
     );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "80",
-        "-y",
-        "24",
-        &pane_cmd,
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    tmux.start(&attach, 80, 24, Some(&stty_file));
     tmux.run(&["send-keys", "-t", "t", "echo attached-$((2*21))", "Enter"]);
     reg.wait_for("sg", "attached-42");
     let pid: i32 = std::fs::read_to_string(&pid_file)

@@ -490,31 +490,13 @@ fn attach_through_ssh_typing_resize_detach_and_a_dropped_connection() {
     let s = Sshd::start();
     s.alpha.new_session("ta", &["sh"]);
     let tmux = Tmux::new("remote");
-    let script = |tmux: &Tmux| {
-        format!(
-            "LATCH_SSH_CONFIG={cfg} LATCH_REMOTE_BIN={bin} {bin} --host alpha attach ta; \
-             echo LATCH-EXIT:$?; stty -a > {stty}; tmux -L {sock} wait-for -S detached; \
-             sleep 600",
-            cfg = s.config().display(),
-            bin = latch_bin(),
-            stty = s.dir.path().join("stty").display(),
-            sock = tmux.socket,
-        )
-    };
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        "sh",
-        "-c",
-        &script(&tmux),
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    let attach = format!(
+        "LATCH_SSH_CONFIG={cfg} LATCH_REMOTE_BIN={bin} {bin} --host alpha attach ta",
+        cfg = s.config().display(),
+        bin = latch_bin(),
+    );
+    let stty_file = s.dir.path().join("stty");
+    tmux.start(&attach, 100, 30, Some(&stty_file));
     // Typing reaches the remote program and echoes back.
     tmux.run(&["send-keys", "-t", "t", "echo typed-$((6*7))", "Enter"]);
     let r = s
@@ -530,10 +512,10 @@ fn attach_through_ssh_typing_resize_detach_and_a_dropped_connection() {
     assert_eq!(r.code, 0, "{r:?} {}", tmux.capture());
     // Ctrl-\ detaches: exit 0, the terminal restored, the session running.
     tmux.run(&["send-keys", "-t", "t", "C-\\"]);
-    assert!(tmux.wait_for("detached"), "no detach: {}", tmux.capture());
+    assert!(tmux.wait_for("ended"), "no detach: {}", tmux.capture());
     let pane = tmux.capture();
     assert!(pane.contains("LATCH-EXIT:0"), "{pane}");
-    let stty = std::fs::read_to_string(s.dir.path().join("stty")).unwrap();
+    let stty = std::fs::read_to_string(&stty_file).unwrap();
     assert!(stty.contains(" icanon") && stty.contains(" echo"), "{stty}");
     assert_eq!(
         s.alpha.run(&["status", "--json", "ta"]).json()["status"],
@@ -543,20 +525,7 @@ fn attach_through_ssh_typing_resize_detach_and_a_dropped_connection() {
 
     // The connection drops mid-attach: terminal restored, exit 7, session alive.
     let tmux = Tmux::new("drop");
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        "sh",
-        "-c",
-        &script(&tmux),
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    tmux.start(&attach, 100, 30, Some(&stty_file));
     tmux.run(&["send-keys", "-t", "t", "echo second-$((6*7))", "Enter"]);
     let r = s
         .alpha
@@ -571,13 +540,13 @@ fn attach_through_ssh_typing_resize_detach_and_a_dropped_connection() {
         );
     }
     assert!(
-        tmux.wait_for("detached"),
+        tmux.wait_for("ended"),
         "attach did not end: {}",
         tmux.capture()
     );
     let pane = tmux.capture();
     assert!(pane.contains("LATCH-EXIT:7"), "{pane}");
-    let stty = std::fs::read_to_string(s.dir.path().join("stty")).unwrap();
+    let stty = std::fs::read_to_string(&stty_file).unwrap();
     assert!(stty.contains(" icanon") && stty.contains(" echo"), "{stty}");
     assert_eq!(
         s.alpha.run(&["status", "--json", "ta"]).json()["status"],
@@ -922,27 +891,12 @@ fn remote_attach_and_wait_behave_as_on_the_host() {
     assert_ne!(r.code, 9, "{r:?}");
 
     let tmux = Tmux::new("history");
-    let script = format!(
-        "LATCH_SSH_CONFIG={cfg} LATCH_REMOTE_BIN={bin} {bin} --host alpha attach th; \
-         echo LATCH-EXIT:$?; tmux -L {sock} wait-for -S detached; sleep 600",
+    let attach = format!(
+        "LATCH_SSH_CONFIG={cfg} LATCH_REMOTE_BIN={bin} {bin} --host alpha attach th",
         cfg = s.config().display(),
         bin = latch_bin(),
-        sock = tmux.socket,
     );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    tmux.start(&attach, 100, 30, None);
     // Once typing reaches the program, the attach has written what it writes first.
     tmux.run(&["send-keys", "-t", "t", "echo typed-$((6*7))", "Enter"]);
     s.alpha.wait_for("th", "typed-42");
@@ -954,7 +908,7 @@ fn remote_attach_and_wait_behave_as_on_the_host() {
     );
     // The host's detach key (^]) detaches: exit 0, the session running.
     tmux.run(&["send-keys", "-t", "t", "C-]"]);
-    assert!(tmux.wait_for("detached"), "no detach: {}", tmux.capture());
+    assert!(tmux.wait_for("ended"), "no detach: {}", tmux.capture());
     assert!(
         tmux.capture().contains("LATCH-EXIT:0"),
         "{}",

@@ -1,6 +1,7 @@
 //! A private tmux server for the tests that drive `latch attach` through a real
 //! terminal: one server per test (tests run in parallel), killed on drop.
 
+use std::path::Path;
 use std::process::Command;
 
 pub struct Tmux {
@@ -28,6 +29,35 @@ impl Tmux {
             .env_remove("TMUX")
             .output()
             .unwrap()
+    }
+
+    /// Starts session `t`, `cols`×`rows`, whose pane runs `command` (a shell
+    /// command line), then, however it ended, prints `LATCH-EXIT:<its status>`,
+    /// writes the terminal's `stty -a` to `stty` (if given) and signals `ended`
+    /// ([`Tmux::wait_for`]); the pane then stays open for [`Tmux::capture`].
+    pub fn start(&self, command: &str, cols: u16, rows: u16, stty: Option<&Path>) {
+        let stty = stty
+            .map(|p| format!("stty -a > {}; ", p.display()))
+            .unwrap_or_default();
+        let script = format!(
+            "{command}; echo LATCH-EXIT:$?; {stty}tmux -L {sock} wait-for -S ended; sleep 600",
+            sock = self.socket
+        );
+        let (cols, rows) = (cols.to_string(), rows.to_string());
+        let out = self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &cols,
+            "-y",
+            &rows,
+            "sh",
+            "-c",
+            &script,
+        ]);
+        assert!(out.status.success(), "{out:?}");
     }
 
     /// Blocks until the pane signals `channel` (tmux wait-for), at most 20 s.

@@ -663,6 +663,10 @@ impl Session {
             return;
         }
         self.term.borrow_mut().resize(r.get(), c.get());
+        if cols != self.size.get().1 {
+            // A reflow of the scrollback rebuilt its rows in full cells for a moment.
+            trim_memory();
+        }
         self.settle();
         self.size.set((rows, cols));
         self.broadcast(|| Outbound::Strict(ServerFrame::Geometry { rows, cols }));

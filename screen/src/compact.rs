@@ -26,8 +26,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use alacritty_terminal::grid::{Dimensions, Row};
-use alacritty_terminal::index::Line;
+use alacritty_terminal::grid::{Dimensions, Grid, Row};
+use alacritty_terminal::index::{Column, Line, Point};
 use alacritty_terminal::term::cell::{Cell, CellExtra, Flags};
 use alacritty_terminal::term::{Term, TermMode};
 use alacritty_terminal::vte::ansi::{Color, NamedColor, Processor, Rgb};
@@ -140,6 +140,54 @@ impl Store {
         decode(self.rows.get(i).map_or(&[][..], |b| &b[..]), table, into);
     }
 
+    /// Reflows every row to `columns`, as alacritty reflows its own history: the
+    /// rows are rebuilt into a grid of alacritty's own, which is resized, and stored
+    /// again. Rows past `limit` are dropped, the oldest first. Compaction never
+    /// splits a wrapped line between this store and alacritty's window
+    /// ([`History::compact`]), so reflowing the two apart reflows each line whole.
+    pub(crate) fn reflow(&mut self, columns: usize, limit: usize) {
+        let n = self.rows.len();
+        let Some(width) = (0..n).find_map(|i| {
+            let mut row = Row::new(1);
+            self.get(i, &mut row);
+            (row.len() > 0).then_some(row.len())
+        }) else {
+            return;
+        };
+        if width == columns || columns == 0 {
+            return;
+        }
+        // The rows go into the grid's history through its one screen line, on which
+        // the cursor stays: alacritty's reflow then treats them as history.
+        let mut grid: Grid<Cell> = Grid::new(1, width, limit.max(n));
+        let mut row = Row::new(width);
+        for i in 0..n {
+            self.get(i, &mut row);
+            match row.len().cmp(&width) {
+                std::cmp::Ordering::Less => row.grow(width),
+                std::cmp::Ordering::Greater => {
+                    let _ = row.shrink(width);
+                }
+                std::cmp::Ordering::Equal => {}
+            }
+            grid[Line(0)] = std::mem::replace(&mut row, Row::new(width));
+            grid.scroll_up::<Color>(&(Line(0)..Line(1)), 1);
+        }
+        grid.cursor.point = Point::new(Line(0), Column(0));
+        grid.resize::<Color>(true, 1, columns);
+        let history = grid.history_size();
+        let mut store = Store {
+            first: self.first,
+            ..Store::default()
+        };
+        let oldest = -i32::try_from(history).unwrap_or(i32::MAX);
+        for i in 0..history {
+            store.push(&grid[Line(oldest.saturating_add(i32::try_from(i).unwrap_or(0)))]);
+        }
+        store.keep_newest(limit);
+        *self = store;
+    }
+
     /// Bytes held, allocation overhead and shared extras aside (for the benchmarks).
     pub(crate) fn bytes(&self) -> usize {
         self.rows.iter().map(|r| r.len()).sum::<usize>()
@@ -214,12 +262,20 @@ impl History {
         let history = grid.history_size();
         if let Some(window) = self.window.filter(|&w| history > w + SLACK) {
             let oldest = -i32::try_from(history).unwrap_or(i32::MAX);
-            for i in 0..history - window {
-                self.store
-                    .push(&grid[Line(oldest.saturating_add(i32::try_from(i).unwrap_or(0)))]);
+            let line = |i: usize| Line(oldest.saturating_add(i32::try_from(i).unwrap_or(0)));
+            // Up to the end of a line: a wrapped line is never split between here and
+            // alacritty's window (so each side reflows it whole), unless it is longer
+            // than everything there is to move.
+            let due = history - window;
+            let moved = (1..=due)
+                .rev()
+                .find(|&k| !wraps(&grid[line(k - 1)]))
+                .unwrap_or(due);
+            for i in 0..moved {
+                self.store.push(&grid[line(i)]);
             }
             // Drops the oldest rows from alacritty's history, then restores its limit.
-            grid.update_history(window);
+            grid.update_history(history - moved);
             grid.update_history(self.scrollback);
             self.moved = true;
         }
@@ -269,6 +325,11 @@ impl History {
             self.store.len()
         }
     }
+}
+
+/// Whether `row` continues on the next one (its last cell wraps).
+fn wraps(row: &Row<Cell>) -> bool {
+    row.len() > 0 && row[Column(row.len() - 1)].flags.contains(Flags::WRAPLINE)
 }
 
 fn main_history(term: &Term<Listener>) -> usize {

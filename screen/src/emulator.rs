@@ -303,10 +303,14 @@ impl Emulator {
         }
     }
 
-    /// Resizes the screen (lines reflow as in alacritty; compact scrollback rows keep
-    /// the width they had: SPEC §4.4).
+    /// Resizes the screen; a change of width reflows every line, the compact
+    /// scrollback's as alacritty's (SPEC §4.4).
     pub fn resize(&mut self, rows: u16, cols: u16) {
         self.flush();
+        if usize::from(cols) != self.term.grid().columns() {
+            let limit = self.history.scrollback;
+            self.history.store.reflow(usize::from(cols), limit);
+        }
         self.term.resize(Size::new(rows, cols));
         self.history.compact(&mut self.term);
         // Resizing resets the scroll region.

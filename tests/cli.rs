@@ -11,12 +11,7 @@ use serde_json::Value;
 use support::{Reg, Run};
 
 fn run_in(reg: &Reg, dir: &std::path::Path, args: &[&str]) -> Run {
-    let o = reg.cmd().current_dir(dir).args(args).output().unwrap();
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    Run::from(reg.cmd().current_dir(dir).args(args).output().unwrap())
 }
 
 /// Names of the files in the root other than the key.
@@ -94,6 +89,50 @@ fn a_receipt_that_cannot_be_written_is_refused_before_anything_is_created() {
     let r = reg.run(&["new", "-d", "--id", "b", "--receipt", dir.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(root_files(&reg).is_empty(), "{:?}", root_files(&reg));
+}
+
+/// A receipt that cannot be written after the session was created (here its path
+/// is a mount point, so the atomic rename onto it fails with EBUSY although the
+/// check before creating passed): exit 11, the created session named with its
+/// incarnation, the session running, nothing written at the path.
+#[test]
+fn a_receipt_write_that_fails_after_creation_exits_11_naming_the_session() {
+    let reg = Reg::new();
+    reg.run(&["ls"]).ok();
+    let receipt = reg.root.parent().unwrap().join("mounted.receipt");
+    std::fs::write(&receipt, b"").unwrap();
+    // A private mount namespace of its own (a user namespace too when not root),
+    // so the bind mount covers the path for this command and its daemon only.
+    let mut cmd = std::process::Command::new("unshare");
+    if !nix::unistd::geteuid().is_root() {
+        cmd.args(["--user", "--map-root-user"]);
+    }
+    cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(r#"mount --bind /dev/null "$1" && shift && exec "$@""#)
+        .arg("sh")
+        .arg(&receipt)
+        .arg(support::latch_bin())
+        .arg("--root")
+        .arg(&reg.root)
+        .args(["new", "-d", "--id", "r11", "--receipt"])
+        .arg(&receipt)
+        .args(["--", "sleep", "300"])
+        .env_remove("LATCH_ROOT")
+        .stdin(Stdio::null());
+    let r = Run::from(cmd.output().expect("unshare (util-linux) is required"));
+    assert_eq!(r.code, 11, "{r:?}");
+    let named = r.stdout.trim();
+    assert!(named.starts_with("r11@v1."), "{r:?}");
+    assert!(r.stderr.contains("was created and runs"), "{r:?}");
+    let st = reg.run(&["status", "--json", named]);
+    assert_eq!(st.code, 0, "{st:?}");
+    assert_eq!(st.json()["status"], "running", "{st:?}");
+    assert_eq!(
+        std::fs::read(&receipt).unwrap(),
+        b"",
+        "nothing written at the path"
+    );
+    assert_eq!(reg.run(&["kill", named]).code, 0);
 }
 
 #[test]

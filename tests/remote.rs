@@ -164,12 +164,7 @@ impl Sshd {
         for (k, v) in env {
             c.env(k, v);
         }
-        let o = c.args(args).output().unwrap();
-        Run {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
+        Run::from(c.args(args).output().unwrap())
     }
 }
 

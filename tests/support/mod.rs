@@ -31,7 +31,7 @@ pub struct Run {
     pub stderr: String,
 }
 
-impl Run {
+impl From<Output> for Run {
     fn from(o: Output) -> Self {
         Self {
             code: o.status.code().unwrap_or(-1),
@@ -39,7 +39,9 @@ impl Run {
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         }
     }
+}
 
+impl Run {
     /// Asserts success and returns stdout.
     #[track_caller]
     pub fn ok(&self) -> &str {

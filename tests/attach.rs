@@ -162,3 +162,40 @@ fn a_signal_to_the_attach_client_restores_the_terminal() {
         "running"
     );
 }
+
+/// A program's scroll region is set again in a terminal that attaches later: its
+/// output scrolls inside the region, and what it drew outside stays put.
+#[test]
+fn an_attach_keeps_the_programs_scroll_region() {
+    let tmux = Tmux::new("rg");
+    let reg = Reg::new();
+    // A line above the region, rows 5–20 as the region, and after a line of input,
+    // 40 lines printed at the region's bottom.
+    reg.new_session(
+        "rg",
+        &[
+            "sh",
+            "-c",
+            r"printf 'top-line\033[5;20r\033[20;1H'; read x; seq 101 140; sleep 600",
+        ],
+    );
+    reg.wait_for("rg", "top-line");
+    let attach = format!(
+        "{bin} --root {root} attach rg",
+        bin = support::latch_bin(),
+        root = reg.root.display(),
+    );
+    // The session's own size (24×80): no resize, which would reset the region.
+    tmux.start(&attach, 80, 24, None);
+    tmux.run(&["send-keys", "-t", "t", "go", "Enter"]);
+    reg.wait_for("rg", "140");
+    // Detaching flushes everything before it to the terminal.
+    tmux.run(&["send-keys", "-t", "t", "C-\\"]);
+    assert!(tmux.wait_for("ended"), "no detach: {}", tmux.capture());
+    let pane = tmux.capture();
+    assert!(
+        pane.contains("LATCH-EXIT:0") && pane.contains("140"),
+        "{pane}"
+    );
+    assert_eq!(pane.lines().next(), Some("top-line"), "{pane}");
+}

@@ -305,6 +305,29 @@ fn attach_repaint_carries_the_modes() {
 }
 
 #[test]
+fn the_repaint_sets_the_scroll_region_the_program_set() {
+    let snap =
+        |e: &mut crate::Emulator| String::from_utf8(crate::attach_snapshot(e).to_vec()).unwrap();
+    let mut e = emu(24, 80, "top\x1b[5;20r\x1b[20;1Hin the region");
+    let with = snap(&mut e);
+    assert!(with.contains("\x1b7\x1b[5;20r\x1b8"), "{with:?}");
+    // A terminal that replays it scrolls inside the same region.
+    let mut copy = emu(24, 80, &with);
+    e.process(b"\n\n\n");
+    copy.process(b"\n\n\n");
+    assert_eq!(copy.plain(false), e.plain(false));
+    assert!(e.plain(false).starts_with("top\n"), "{:?}", e.plain(false));
+    // Reset by the program, by a resize: the repaint resets it too.
+    e.process(b"\x1b[r");
+    assert!(snap(&mut e).contains("\x1b7\x1b[r\x1b8"));
+    e.process(b"\x1b[3r");
+    assert!(snap(&mut e).contains("\x1b7\x1b[3r\x1b8"));
+    e.resize(24, 80);
+    e.resize(20, 70);
+    assert!(snap(&mut e).contains("\x1b7\x1b[r\x1b8"));
+}
+
+#[test]
 fn the_terminal_type_is_the_one_spec_documents() {
     let spec = include_str!("../../SPEC.md");
     assert!(spec.contains("| DA2 `CSI > c` | `CSI > 0 ; 0 ; 0 c` |"));

@@ -65,6 +65,19 @@ impl Emulator {
         for (_, n) in PRIVATE.iter().filter(|(m, _)| mode.contains(*m)) {
             let _ = write!(out, "\x1b[?{n}h");
         }
+        // The scroll region, set or reset, inside a cursor save and restore since
+        // DECSTBM homes the cursor.
+        out.push_str("\x1b7\x1b[");
+        if self.scan.region {
+            let (top, bottom) = self.scan.region_params;
+            if top > 0 {
+                let _ = write!(out, "{top}");
+            }
+            if bottom > 0 {
+                let _ = write!(out, ";{bottom}");
+            }
+        }
+        out.push_str("r\x1b8");
         out.push_str(if mode.contains(TermMode::APP_KEYPAD) {
             "\x1b="
         } else {

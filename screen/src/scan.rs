@@ -24,6 +24,13 @@ pub(crate) struct Scan {
     /// A `CSI Pt;Pb r` with parameters was seen and not undone since (by `CSI r`,
     /// RIS or a resize). Conservative: any parameters count.
     pub(crate) region: bool,
+    /// That sequence's top and bottom as written (0: left out), for a repaint to set
+    /// the same region in the attached terminal.
+    pub(crate) region_params: (u16, u16),
+    /// The first two numeric parameters of the CSI sequence being read.
+    csi: [u16; 2],
+    /// Which of them is being read (2 and up: past them).
+    csi_at: u8,
 }
 
 const ESC: u8 = 0x1b;
@@ -138,10 +145,14 @@ impl Scan {
                         (_, CAN | SUB) => St::Ground,
                         (St::StrEsc, b'\\') => St::Ground,
                         (_, ESC) => St::Esc,
-                        (St::Esc | St::StrEsc, b'[') => St::Csi {
-                            params: false,
-                            private: false,
-                        },
+                        (St::Esc | St::StrEsc, b'[') => {
+                            self.csi = [0, 0];
+                            self.csi_at = 0;
+                            St::Csi {
+                                params: false,
+                                private: false,
+                            }
+                        }
                         (St::Esc | St::StrEsc, b']' | b'P' | b'X' | b'^' | b'_') => St::Str,
                         (St::Esc | St::StrEsc, b'c') => {
                             // RIS resets the scroll region.
@@ -150,10 +161,19 @@ impl Scan {
                         }
                         (St::Esc | St::StrEsc | St::EscInter, 0x20..=0x2f) => St::EscInter,
                         (St::Esc | St::StrEsc | St::EscInter, 0x30..=0x7e) => St::Ground,
-                        (St::Csi { private, .. }, b'0'..=b'9') => St::Csi {
-                            params: true,
-                            private,
-                        },
+                        (St::Csi { private, .. }, b'0'..=b'9') => {
+                            if let Some(p) = self.csi.get_mut(usize::from(self.csi_at)) {
+                                *p = p.saturating_mul(10).saturating_add(u16::from(b - b'0'));
+                            }
+                            St::Csi {
+                                params: true,
+                                private,
+                            }
+                        }
+                        (St::Csi { .. }, b';') => {
+                            self.csi_at = self.csi_at.saturating_add(1);
+                            st
+                        }
                         (St::Csi { params, .. }, b'<'..=b'?') => St::Csi {
                             params,
                             private: true,
@@ -161,6 +181,7 @@ impl Scan {
                         (St::Csi { params, private }, 0x40..=0x7e) => {
                             if b == b'r' && !private {
                                 self.region = params;
+                                self.region_params = (self.csi[0], self.csi[1]);
                             }
                             St::Ground
                         }

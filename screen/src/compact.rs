@@ -38,6 +38,8 @@ use crate::emulator::NoSync;
 /// History rows alacritty keeps as full cells (the newest; a resize reflows them, and
 /// a taller screen takes its new top rows from them).
 pub(crate) const WINDOW: usize = 200;
+/// Compact rows reflowed in one alacritty grid on a change of width.
+const REFLOW_CHUNK: usize = 1024;
 /// Rows alacritty's history may grow past [`WINDOW`] before the oldest are moved
 /// here; output is parsed in pieces of at most this many line feeds.
 const SLACK: usize = 200;
@@ -141,11 +143,17 @@ impl Store {
     }
 
     /// Reflows every row to `columns`, as alacritty reflows its own history: the
-    /// rows are rebuilt into a grid of alacritty's own, which is resized, and stored
-    /// again. Rows past `limit` are dropped, the oldest first. Compaction never
-    /// splits a wrapped line between this store and alacritty's window
-    /// ([`History::compact`]), so reflowing the two apart reflows each line whole.
+    /// rows are rebuilt into grids of alacritty's own, a chunk of lines at a time
+    /// ([`REFLOW_CHUNK`] rows, so a resize never holds the whole scrollback in full
+    /// cells), which are resized and stored again. Rows past `limit` are dropped,
+    /// the oldest first. Compaction never splits a wrapped line between this store
+    /// and alacritty's window ([`History::compact`]), and a chunk ends at a line's
+    /// end, so each line is reflowed whole (one longer than eight chunks is cut).
     pub(crate) fn reflow(&mut self, columns: usize, limit: usize) {
+        self.reflow_in_chunks(columns, limit, REFLOW_CHUNK);
+    }
+
+    pub(crate) fn reflow_in_chunks(&mut self, columns: usize, limit: usize, chunk: usize) {
         let n = self.rows.len();
         let Some(width) = (0..n).find_map(|i| {
             let mut row = Row::new(1);
@@ -157,32 +165,44 @@ impl Store {
         if width == columns || columns == 0 {
             return;
         }
-        // The rows go into the grid's history through its one screen line, on which
-        // the cursor stays: alacritty's reflow then treats them as history.
-        let mut grid: Grid<Cell> = Grid::new(1, width, limit.max(n));
-        let mut row = Row::new(width);
-        for i in 0..n {
-            self.get(i, &mut row);
-            match row.len().cmp(&width) {
-                std::cmp::Ordering::Less => row.grow(width),
-                std::cmp::Ordering::Greater => {
-                    let _ = row.shrink(width);
-                }
-                std::cmp::Ordering::Equal => {}
-            }
-            grid[Line(0)] = std::mem::replace(&mut row, Row::new(width));
-            grid.scroll_up::<Color>(&(Line(0)..Line(1)), 1);
-        }
-        grid.cursor.point = Point::new(Line(0), Column(0));
-        grid.resize::<Color>(true, 1, columns);
-        let history = grid.history_size();
+        // No reflow makes more rows than there are cells, plus one per empty row.
+        let most = n.saturating_mul(width).saturating_add(n);
         let mut store = Store {
             first: self.first,
             ..Store::default()
         };
-        let oldest = -i32::try_from(history).unwrap_or(i32::MAX);
-        for i in 0..history {
-            store.push(&grid[Line(oldest.saturating_add(i32::try_from(i).unwrap_or(0)))]);
+        let mut row = Row::new(width);
+        let mut i = 0;
+        while i < n {
+            // The rows go into the grid's history through its one screen line, on
+            // which the cursor stays: alacritty's reflow treats them as history.
+            let mut grid: Grid<Cell> = Grid::new(1, width, most);
+            let mut taken = 0;
+            loop {
+                self.get(i, &mut row);
+                match row.len().cmp(&width) {
+                    std::cmp::Ordering::Less => row.grow(width),
+                    std::cmp::Ordering::Greater => {
+                        let _ = row.shrink(width);
+                    }
+                    std::cmp::Ordering::Equal => {}
+                }
+                let line_ends = !wraps(&row);
+                grid[Line(0)] = std::mem::replace(&mut row, Row::new(width));
+                grid.scroll_up::<Color>(&(Line(0)..Line(1)), 1);
+                i += 1;
+                taken += 1;
+                if i >= n || (taken >= chunk && line_ends) || taken >= chunk.saturating_mul(8) {
+                    break;
+                }
+            }
+            grid.cursor.point = Point::new(Line(0), Column(0));
+            grid.resize::<Color>(true, 1, columns);
+            let history = grid.history_size();
+            let oldest = -i32::try_from(history).unwrap_or(i32::MAX);
+            for k in 0..history {
+                store.push(&grid[Line(oldest.saturating_add(i32::try_from(k).unwrap_or(0)))]);
+            }
         }
         store.keep_newest(limit);
         *self = store;

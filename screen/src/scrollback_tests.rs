@@ -300,3 +300,32 @@ fn a_resize_of_columns_reflows_the_compact_rows_as_alacritty_does() {
         p.check(&format!("{cols} columns, then output"));
     }
 }
+
+#[test]
+fn a_reflow_in_small_chunks_gives_what_one_grid_gives() {
+    let fill = || {
+        let mut e = Emulator::new(10, 40, 3000);
+        for i in 0..1500 {
+            e.process(hand_made(i).as_bytes());
+            if i % 5 == 0 {
+                e.process(format!("{}\u{4e2d}{i}", "z".repeat(70 + i % 9)).as_bytes());
+            }
+            e.process(b"\r\n");
+        }
+        let _ = e.plain(false);
+        e
+    };
+    for cols in [25, 97, 7] {
+        let (mut whole, mut chunked) = (fill(), fill());
+        assert!(stored(&whole) > 0);
+        let limit = whole.history.scrollback;
+        whole
+            .history
+            .store
+            .reflow_in_chunks(cols, limit, usize::MAX);
+        chunked.history.store.reflow_in_chunks(cols, limit, 7);
+        whole.resize(10, u16::try_from(cols).unwrap());
+        chunked.resize(10, u16::try_from(cols).unwrap());
+        assert_same(&mut chunked, &mut whole, &format!("{cols} columns"));
+    }
+}

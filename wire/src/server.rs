@@ -366,9 +366,14 @@ impl ServerConn {
                         );
                     }
                     if !inc_ok {
+                        // The asked incarnation may be an older creation's or one
+                        // that never existed: say only what this daemon knows.
                         return refuse(
                             ErrorCode::IncarnationMismatch,
-                            "this id now belongs to another creation",
+                            format!(
+                                "this daemon serves another creation of id {}",
+                                self.config.own.id
+                            ),
                         );
                     }
                     self.state = ConnState::Bound {

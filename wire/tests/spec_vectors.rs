@@ -283,3 +283,62 @@ fn spec_vectors_match_the_encoder_and_the_decoder() {
         assert_eq!(LegacyServerFrame::from_packet(p), Some(f));
     }
 }
+
+/// SPEC §4.5's "Edge cases, decoded" rows: (direction, case, bytes, outcome).
+fn spec_edge_rows() -> Vec<(String, String, Vec<u8>, String)> {
+    let start = SPEC
+        .find("**Edge cases, decoded.**")
+        .expect("SPEC §4.5 edge cases");
+    SPEC[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| "))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            (
+                cells[0].to_owned(),
+                cells[1].to_owned(),
+                unhex(cells[2].trim_matches('`')),
+                cells[3].trim_matches('`').to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The values SPEC's edge-case rows name, by their text there.
+fn edge_value(text: &str) -> ClientFrame {
+    match text {
+        "PING 18446744073709551615" => ClientFrame::Ping(u64::MAX),
+        "PING 7" => ClientFrame::Ping(7),
+        "RESIZE {rows 65535, cols 1}" => ClientFrame::Resize(Size {
+            rows: u16::MAX,
+            cols: 1,
+        }),
+        "SIGNAL {signal -2147483648}" => ClientFrame::Signal { signal: i32::MIN },
+        other => panic!("SPEC §4.5 names a value this test does not know: {other}"),
+    }
+}
+
+#[test]
+fn spec_edge_cases_decode_as_spec_says() {
+    let rows = spec_edge_rows();
+    assert!(rows.len() >= 15, "SPEC §4.5 lists the edge cases");
+    for (dir, case, bytes, outcome) in rows {
+        let mut b = BytesMut::from(&bytes[..]);
+        let got = match dir.as_str() {
+            "client" => decode_frame::<ClientFrame>(&mut b, MAX_CLIENT_FRAME)
+                .map(|f| f.map(|f| format!("{f:?}"))),
+            "server" => decode_frame::<ServerFrame>(&mut b, MAX_SERVER_FRAME)
+                .map(|f| f.map(|f| format!("{f:?}"))),
+            other => panic!("unknown direction {other}"),
+        };
+        if outcome == "malformed" {
+            let err = got.expect_err(&case);
+            assert_eq!(err.error_code(), ErrorCode::Malformed, "{case}: {err:?}");
+        } else {
+            let want = format!("{:?}", edge_value(&outcome));
+            assert_eq!(got.expect(&case).as_deref(), Some(want.as_str()), "{case}");
+        }
+    }
+}

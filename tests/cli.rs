@@ -501,3 +501,15 @@ fn completions_for_three_shells_and_a_man_page() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("'TERM'"), "{r:?}");
 }
+
+/// A command that refuses before it reads its stdin is an outcome, not a broken
+/// test: the harness's `run_stdin` must not fail on the broken pipe. (A loaded
+/// machine once failed a `meta patch` test this way.) 256 KiB is more than a pipe
+/// holds, so the write is still under way when `ls` exits without reading.
+#[test]
+fn a_command_that_exits_without_reading_stdin_is_reported_not_a_harness_failure() {
+    let reg = Reg::new();
+    let r = reg.run_stdin(&["ls", "--json"], &"x".repeat(256 * 1024));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json(), serde_json::json!([]));
+}

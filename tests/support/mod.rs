@@ -92,13 +92,19 @@ impl Reg {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        Run::from(child.wait_with_output().unwrap())
+        // Written from a thread, so a child that answers before reading everything
+        // cannot deadlock against us; and a child that exits (or refuses) before
+        // reading is an outcome to assert on, not a test failure: its broken pipe
+        // is ignored.
+        let mut input = child.stdin.take().unwrap();
+        let bytes = stdin.as_bytes().to_vec();
+        let writer = std::thread::spawn(move || match input.write_all(&bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            other => other.unwrap(),
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        Run::from(out)
     }
 
     /// `latch new -d --id ID --json -- CMD...`; returns the incarnation.

@@ -17,6 +17,7 @@ pub mod proc;
 pub mod record;
 pub mod root;
 pub mod screen;
+pub mod shell;
 pub mod spec;
 
 use std::ffi::OsStr;

@@ -72,6 +72,7 @@ mod scan;
 #[cfg(test)]
 mod scrollback_tests;
 mod serialize;
+pub mod shell;
 mod side;
 mod strip;
 
@@ -79,6 +80,7 @@ pub use effects::{default_color, xtversion_answer, TermEvent, DA2_ANSWER};
 pub use emulator::{Emulator, NoSync};
 pub use legacy::{legacy_lines, legacy_modes, legacy_peek_snapshot, LegacyModes};
 pub use modes::RESTORE_MODES;
+pub use shell::{Mark, MarkKind, ShellState, ShellTracker};
 pub use strip::PlainStream;
 
 use bytes::Bytes;

@@ -17,7 +17,7 @@ fn text_lines(s: &str) -> Vec<String> {
         if c == '\x1b' {
             // CSI ... final byte
             if chars.next_if_eq(&'[').is_some() {
-                while let Some(f) = chars.next() {
+                for f in chars.by_ref() {
                     if ('@'..='~').contains(&f) {
                         break;
                     }

@@ -864,7 +864,8 @@ fn legacy_connections_are_summarised_not_logged_one_by_one() {
 
 /// SPEC.md §7 "A directory for older tools": `latch legacy-dir DIR` gives older tools
 /// a 0700 directory of their own: a socket symlink and pty-shaped metadata per running
-/// session whose policy is not off, no `.pid`, and ended sessions' entries removed. It
+/// session whose policy is not off, no `.pid` (a pid only under full), and ended
+/// sessions' entries removed. It
 /// refuses latch's root, a directory inside it, and someone else's non-empty directory.
 #[test]
 fn legacy_dir_gives_older_tools_a_directory_of_their_own() {
@@ -909,18 +910,25 @@ fn legacy_dir_gives_older_tools_a_directory_of_their_own() {
             serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).unwrap())
                 .unwrap();
         let rec = reg.record(&id);
-        assert_eq!(meta["daemonPid"], rec["daemon"]["pid"], "{meta}");
-        // The daemon's start time, field 22 of /proc/PID/stat, as pty reads it.
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid_of(&rec["daemon"]["pid"])))
-            .unwrap();
-        let start = stat[stat.rfind(')').unwrap() + 2..]
-            .split(' ')
-            .nth(19)
-            .unwrap();
-        assert_eq!(
-            meta["recovery"]["processStartToken"],
-            format!("linux:{start}")
-        );
+        if policy == "full" {
+            assert_eq!(meta["daemonPid"], rec["daemon"]["pid"], "{meta}");
+            // The daemon's start time, field 22 of /proc/PID/stat, as pty reads it.
+            let stat =
+                std::fs::read_to_string(format!("/proc/{}/stat", pid_of(&rec["daemon"]["pid"])))
+                    .unwrap();
+            let start = stat[stat.rfind(')').unwrap() + 2..]
+                .split(' ')
+                .nth(19)
+                .unwrap();
+            assert_eq!(
+                meta["recovery"]["processStartToken"],
+                format!("linux:{start}")
+            );
+        } else {
+            // Under observe no pid is published (SPEC.md §7).
+            assert!(meta.get("daemonPid").is_none(), "{meta}");
+            assert!(meta.get("recovery").is_none(), "{meta}");
+        }
         assert_eq!(meta["command"], "sh", "{meta}");
         assert_eq!(meta["args"][0], "-c", "{meta}");
         assert!(meta["createdAt"].as_str().unwrap().ends_with('Z'), "{meta}");
@@ -979,6 +987,216 @@ fn legacy_dir_gives_older_tools_a_directory_of_their_own() {
             assert_eq!(b1, b2, "{n1} changed");
         }
     }
+}
+
+/// Every entry of a directory, for "nothing here was touched": name, then file type,
+/// inode, and the bytes (a regular file's content or a symlink's target).
+fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<String, (String, u64, String)> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            let bytes = if m.file_type().is_symlink() {
+                std::fs::read_link(e.path())
+                    .unwrap()
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec()
+            } else if m.is_file() {
+                std::fs::read(e.path()).unwrap()
+            } else {
+                Vec::new()
+            };
+            let kind = format!("{:?}", m.file_type());
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            (e.file_name().into_string().unwrap(), (kind, m.ino(), text))
+        })
+        .collect()
+}
+
+/// Plants what an older tool's own session leaves (or a victim's root holds) for `id`
+/// in `dir`: a listening socket, metadata without latch's mark, a pid file, events.
+fn plant_foreign(dir: &std::path::Path, id: &str) -> UnixListener {
+    let meta = serde_json::json!({
+        "command": "sh", "args": [], "displayCommand": "sh", "cwd": "/",
+        "createdAt": "2026-01-01T00:00:00.000Z",
+    });
+    std::fs::write(dir.join(format!("{id}.json")), meta.to_string()).unwrap();
+    std::fs::write(dir.join(format!("{id}.pid")), b"12345").unwrap();
+    std::fs::write(dir.join(format!("{id}.events.jsonl")), b"{}\n").unwrap();
+    std::fs::write(dir.join(format!("{id}.lock")), b"").unwrap();
+    UnixListener::bind(dir.join(format!("{id}.sock"))).unwrap()
+}
+
+/// Opens the write end of the debug pause FIFO once `latch` holds its read end (it
+/// opens it after validating DIR, before acting in it): a bounded poll, ENXIO until
+/// then. Fails the test if `latch` exits first.
+fn pause_writer(fifo: &std::path::Path, child: &mut std::process::Child) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Only a bound: latch reaches the pause at once unless the machine is starved.
+    let deadline = std::time::Instant::now() + 6 * TIMEOUT;
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(f) => return f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {}
+            Err(e) => panic!("open {}: {e}", fifo.display()),
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("latch ended before its pause: {status:?}");
+        }
+        assert!(std::time::Instant::now() < deadline, "latch never paused");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// SPEC.md §7 "A directory for older tools": the refresh works through the directory
+/// it validated. Someone who can write DIR's parent swaps DIR for a symlink to a
+/// victim's root between the check and the acts (a pause in debug builds holds latch
+/// at that instant); nothing in the victim's root is touched, and the refresh lands in
+/// the directory it validated.
+#[test]
+fn legacy_dir_swapped_for_a_symlink_after_validation_touches_nothing_through_it() {
+    use std::os::unix::fs::symlink;
+    let reg = Reg::new();
+    new_session(&reg, "sw-obs", "observe", LOOP);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pty");
+    let dir_s = dir.to_str().unwrap();
+    assert_eq!(reg.run(&["legacy-dir", dir_s]).code, 0);
+    // The victim's root: records, locks, events and a live socket, for ids the refresh
+    // would remove, and one (sw-obs) it would write.
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    let _live = plant_foreign(&victim, "v1");
+    std::fs::write(victim.join("sw-obs.json"), b"{\"victim\":true}").unwrap();
+    let before = snapshot(&victim);
+
+    let fifo = tmp.path().join("pause");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut child = reg
+        .cmd()
+        .args(["legacy-dir", dir_s, "--json"])
+        .env("LATCH_DEBUG_LEGACY_DIR_PAUSE", &fifo)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let go = pause_writer(&fifo, &mut child);
+    let moved = tmp.path().join("pty.moved");
+    std::fs::rename(&dir, &moved).unwrap();
+    symlink(&victim, &dir).unwrap();
+    drop(go);
+    let out = support::Run::from(child.wait_with_output().unwrap());
+
+    assert_eq!(
+        snapshot(&victim),
+        before,
+        "the victim's root was touched: {out:?}"
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        std::fs::read_link(moved.join("sw-obs.sock")).unwrap(),
+        sock(&reg, "sw-obs")
+    );
+}
+
+/// SPEC.md §7: a DIR given with a trailing slash is the symlink itself, never what it
+/// points to: refused, and nothing is written where it points.
+#[test]
+fn legacy_dir_refuses_a_symlink_given_with_a_trailing_slash() {
+    let reg = Reg::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    for arg in [format!("{}/", link.display()), link.display().to_string()] {
+        let r = reg.run(&["legacy-dir", &arg]);
+        assert_eq!(r.code, 2, "{arg}: {r:?}");
+        assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0, "{arg}");
+    }
+}
+
+/// SPEC.md §7: a refresh removes only what latch made there (symlinks to its own
+/// sockets, metadata it marked); an older tool's own session in DIR (its socket,
+/// metadata, pid and events) stays, and so does an entry in the way of a latch session.
+#[test]
+fn legacy_dir_refresh_leaves_what_it_did_not_make() {
+    let reg = Reg::new();
+    new_session(&reg, "fo-obs", "observe", LOOP);
+    new_session(&reg, "fo-clash", "observe", LOOP);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pty");
+    let dir_s = dir.to_str().unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    // A latch session's slots taken by a native session of the same id.
+    let _clash = plant_foreign(&dir, "fo-clash");
+    std::fs::write(dir.join(".latch-legacy-dir"), b"").unwrap();
+    let r = reg.run(&["legacy-dir", dir_s, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["sessions"], serde_json::json!(["fo-obs"]), "{r:?}");
+    let ours: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("fo-obs.json")).unwrap()).unwrap();
+    assert_eq!(ours["latchLegacyDir"], true, "{ours}");
+
+    // The older tool's own session, and a link to a socket outside latch's root.
+    let native = plant_foreign(&dir, "native1");
+    std::os::unix::fs::symlink("/elsewhere/x.sock", dir.join("x.sock")).unwrap();
+    let before = snapshot(&dir);
+    let r = reg.run(&["legacy-dir", dir_s, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(snapshot(&dir), before, "{r:?}");
+    // The native daemon is still reachable through its socket.
+    let _c = UnixStream::connect(dir.join("native1.sock")).unwrap();
+    native.accept().unwrap();
+
+    // A latch session that ends: its own entries go, the native ones stay.
+    reg.run(&["kill", "fo-obs", "--wait"]).ok();
+    std::fs::write(dir.join("fo-obs.pid"), b"1").unwrap();
+    let r = reg.run(&["legacy-dir", dir_s, "--json"]);
+    assert_eq!(r.json()["sessions"], serde_json::json!([]), "{r:?}");
+    let mut want = before.clone();
+    want.retain(|name, _| !name.starts_with("fo-obs."));
+    assert_eq!(snapshot(&dir), want, "{r:?}");
+}
+
+/// SPEC.md §7: under `observe` the view publishes no daemon pid (pty's kill and
+/// restart then find the session not running, so they cannot end it); under `full` it
+/// publishes `daemonPid` with the start token pty checks. pty takes a pid from
+/// `<id>.pid`, else `daemonPid` when `recovery.processStartToken` matches /proc.
+#[test]
+fn legacy_dir_publishes_a_pid_only_under_full() {
+    let reg = Reg::new();
+    new_session(&reg, "pp-obs", "observe", LOOP);
+    new_session(&reg, "pp-full", "full", LOOP);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pty");
+    assert_eq!(reg.run(&["legacy-dir", dir.to_str().unwrap()]).code, 0);
+    // What pty's readPid finds for an id.
+    let pty_pid = |id: &str| -> Option<u64> {
+        if let Ok(s) = std::fs::read_to_string(dir.join(format!("{id}.pid"))) {
+            return s.trim().parse().ok();
+        }
+        let meta: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).unwrap())
+                .unwrap();
+        let pid = meta["daemonPid"].as_u64()?;
+        let token = meta["recovery"]["processStartToken"].as_str()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let start = stat[stat.rfind(')')? + 2..].split(' ').nth(19)?;
+        (token == format!("linux:{start}")).then_some(pid)
+    };
+    assert_eq!(pty_pid("pp-obs"), None);
+    let full_pid = reg.record("pp-full")["daemon"]["pid"].as_u64();
+    assert_eq!(pty_pid("pp-full"), full_pid);
+    assert!(full_pid.is_some());
 }
 
 // ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
 use latch_client::{exit, AttachEvent, AttachMode, Client, ClientError, PeekOptions, PeekScope};
+use latch_screen::attach::KeyFilter;
 use latch_wire::SessionRef;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
@@ -110,41 +111,11 @@ fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i
 fn history(bound: &mut latch_client::Bound, n: usize) -> Result<Vec<u8>, ClientError> {
     let full = bound.peek(PeekOptions::ansi().with_scope(PeekScope::Scrollback))?;
     let visible = bound.peek(PeekOptions::ansi())?;
-    let full = String::from_utf8_lossy(&full);
-    let shown = String::from_utf8_lossy(&visible).lines().count();
-    let lines: Vec<&str> = full.lines().collect();
-    let above = lines.len().saturating_sub(shown);
-    let kept = lines
-        .get(above.saturating_sub(n)..above)
-        .unwrap_or_default();
-    let mut out = Vec::new();
-    if kept.is_empty() {
-        return Ok(out);
-    }
-    for line in kept {
-        out.extend_from_slice(line.as_bytes());
-        out.extend_from_slice(b"\x1b[m\r\n");
-    }
-    Ok(out)
-}
-
-/// What this terminal gets before the attach repaint, so that nothing it showed is
-/// lost (SPEC §5.4): unless the repaint switches to the alternate screen (which
-/// keeps this one) and there is no history, from the bottom row, the history lines
-/// and then a screenful of line feeds scroll everything into the terminal's own
-/// scrollback, out of reach of the repaint's clear. Nothing when `rows` is 0 (not
-/// a terminal).
-fn preface(history: &[u8], repaint: &[u8], rows: u16) -> Vec<u8> {
-    let alternate = repaint.starts_with(b"\x1b[?1049h");
-    if rows == 0 || (alternate && history.is_empty()) {
-        return Vec::new();
-    }
-    let mut out = format!("\x1b[{rows};1H").into_bytes();
-    out.extend_from_slice(history);
-    for _ in 0..rows {
-        out.extend_from_slice(b"\r\n");
-    }
-    out
+    Ok(latch_screen::attach::history(
+        &String::from_utf8_lossy(&full),
+        &String::from_utf8_lossy(&visible),
+        n,
+    ))
 }
 
 /// The terminal size of stdout, clamped into the daemon's limits (SPEC.md §8: a
@@ -160,33 +131,6 @@ fn raw_size() -> (u16, u16) {
         Ok(ws) if ws.ws_row > 0 && ws.ws_col > 0 => (ws.ws_row, ws.ws_col),
         _ => (0, 0),
     }
-}
-
-/// How long after a detach key a second one sends it to the program instead.
-const DOUBLE_PRESS: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// What the keys just read ask for, given whether a detach key was pressed
-/// before them: the bytes for the program, whether a detach key is now pending,
-/// and whether to detach. A detach key detaches unless the next key, within
-/// DOUBLE_PRESS, is the detach key again: then one detach key goes to the program.
-fn keys(bytes: &[u8], detach_key: Option<u8>, mut pending: bool) -> (Vec<u8>, bool, bool) {
-    let mut send = Vec::with_capacity(bytes.len());
-    for &b in bytes {
-        if pending {
-            pending = false;
-            if Some(b) == detach_key {
-                send.push(b);
-                continue;
-            }
-            return (send, false, true);
-        }
-        if Some(b) == detach_key {
-            pending = true;
-        } else {
-            send.push(b);
-        }
-    }
-    (send, pending, false)
 }
 
 /// Blocks the signals attach handles, before any thread starts (and before ssh
@@ -231,7 +175,8 @@ pub fn interactive(
 ///
 /// One thread, one poll loop over the terminal, the connection and a signalfd
 /// (window size, and the signals that end the attachment): a keystroke and its
-/// echo pass through no thread hand-off.
+/// echo pass through no thread hand-off. The detach key and the repaint's preface
+/// are `latch_screen::attach`'s.
 pub fn attach_bound(
     handled: SigSet,
     mut bound: latch_client::Bound,
@@ -240,7 +185,7 @@ pub fn attach_bound(
     history_lines: usize,
     remote: Option<&str>,
 ) -> Result<i32, ClientError> {
-    let session = &bound.target().clone();
+    let session = bound.target().clone();
     let (rows, cols) = size();
     let scrollback = if history_lines > 0 {
         history(&mut bound, history_lines)?
@@ -255,47 +200,111 @@ pub fn attach_bound(
     let attached = bound.attach(rows, cols, mode)?;
     let guard = RawGuard::enter();
     let mut stdout = std::io::stdout();
-    let _ = stdout.write_all(&preface(&scrollback, &attached.screen, rows));
+    let _ = stdout.write_all(&latch_screen::attach::preface(
+        &scrollback,
+        &attached.screen,
+        rows,
+    ));
     let _ = stdout.write_all(&attached.screen);
     let _ = stdout.flush();
-
     let signals = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(|e| ClientError::Other(format!("signalfd: {e}")))?;
-    let mut last_byte = attached.screen.last().copied();
-    let mut reader = attached.reader;
-    let mut writer = attached.writer;
-    let mut stdin = std::io::stdin();
-    let mut keys_buf = [0u8; 4096];
-    let mut reading_keys = true;
-    // When a detach key was pressed, waiting for a second one.
-    let mut pending: Option<Instant> = None;
-    let mut outcome = None;
-    let mut detached = false;
-    'serve: loop {
-        // Everything that has arrived, before waiting again.
-        while let Some(event) = reader
+    let mut serve = Serve {
+        session: &session,
+        guard,
+        last_byte: attached.screen.last().copied(),
+        reader: attached.reader,
+        writer: attached.writer,
+        keys: KeyFilter::new(detach_key, read_only),
+        read_only,
+        reading_keys: true,
+        outcome: None,
+        detached: false,
+    };
+    serve.run(&signals)?;
+    let Serve {
+        guard,
+        last_byte,
+        outcome,
+        detached,
+        ..
+    } = serve;
+    drop(guard);
+    finish(&session, last_byte, outcome, detached, remote)
+}
+
+/// The attach loop's state.
+struct Serve<'a> {
+    session: &'a SessionRef,
+    guard: RawGuard,
+    /// The last byte written to the terminal (does the exit line need a new line?).
+    last_byte: Option<u8>,
+    reader: latch_client::AttachReader,
+    writer: latch_client::AttachWriter,
+    keys: KeyFilter,
+    read_only: bool,
+    /// Cleared once a detach was asked for.
+    reading_keys: bool,
+    outcome: Option<latch_wire::ExitStatus>,
+    detached: bool,
+}
+
+/// How one pass of the loop ended.
+enum Pass {
+    Continue,
+    Done,
+}
+
+impl Serve<'_> {
+    fn run(&mut self, signals: &SignalFd) -> Result<(), ClientError> {
+        loop {
+            if let Pass::Done = self.drain()? {
+                return Ok(());
+            }
+            let (signal_ready, keys_ready) = self.wait(signals)?;
+            if signal_ready {
+                self.signals(signals);
+            }
+            if self.keys.expired(Instant::now()) {
+                // A single detach key: detach; the daemon's DETACHED ends the loop.
+                self.detach();
+                continue;
+            }
+            if keys_ready {
+                if let Pass::Done = self.read_keys() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Writes everything that has arrived to the terminal.
+    fn drain(&mut self) -> Result<Pass, ClientError> {
+        let mut stdout = std::io::stdout();
+        while let Some(event) = self
+            .reader
             .try_next_event()
-            .inspect_err(|_| restore(guard.saved.as_ref()))?
+            .inspect_err(|_| restore(self.guard.saved.as_ref()))?
         {
             match event {
                 AttachEvent::Output(b) | AttachEvent::Screen(b) => {
                     if stdout.write_all(&b).and_then(|()| stdout.flush()).is_err() {
-                        break 'serve;
+                        return Ok(Pass::Done);
                     }
-                    last_byte = b.last().copied().or(last_byte);
+                    self.last_byte = b.last().copied().or(self.last_byte);
                 }
-                AttachEvent::Exit(s) => outcome = Some(s),
+                AttachEvent::Exit(s) => self.outcome = Some(s),
                 AttachEvent::Detached => {
-                    detached = true;
-                    break 'serve;
+                    self.detached = true;
+                    return Ok(Pass::Done);
                 }
-                AttachEvent::Closed => break 'serve,
+                AttachEvent::Closed => return Ok(Pass::Done),
                 AttachEvent::Error { code, detail } => {
-                    drop(guard);
+                    restore(self.guard.saved.as_ref());
                     if code == latch_wire::ErrorCode::TooSlow {
                         eprintln!(
                             "[latch: cut off by {}: this terminal read nothing for a minute; attach again for a fresh screen]",
-                            session.id
+                            self.session.id
                         );
                     }
                     return Err(ClientError::Daemon { code, detail });
@@ -304,25 +313,30 @@ pub fn attach_bound(
                 _ => {}
             }
         }
-        let wait = match pending {
+        Ok(Pass::Continue)
+    }
+
+    /// Waits for the connection, a signal, a key, or a pending detach key's end:
+    /// (a signal is ready, a key is ready).
+    fn wait(&mut self, signals: &SignalFd) -> Result<(bool, bool), ClientError> {
+        let wait = match self.keys.deadline() {
             Some(at) => {
-                let left = DOUBLE_PRESS.saturating_sub(at.elapsed());
+                let left = at.saturating_duration_since(Instant::now());
                 PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO)
             }
             None => PollTimeout::NONE,
         };
-        let stdin_fd = stdin_fd();
         let mut fds = vec![
-            PollFd::new(reader.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.reader.as_fd(), PollFlags::POLLIN),
             PollFd::new(signals.as_fd(), PollFlags::POLLIN),
         ];
-        if reading_keys {
-            fds.push(PollFd::new(stdin_fd, PollFlags::POLLIN));
+        if self.reading_keys {
+            fds.push(PollFd::new(stdin_fd(), PollFlags::POLLIN));
         }
         match poll(&mut fds, wait) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => {
-                drop(guard);
+                restore(self.guard.saved.as_ref());
                 return Err(ClientError::Other(format!("poll: {e}")));
             }
         }
@@ -331,61 +345,67 @@ pub fn attach_bound(
                 r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
             })
         };
-        let (signal_ready, keys_ready) = (ready(&fds[1]), fds.get(2).is_some_and(ready));
-        drop(fds);
-        if signal_ready {
-            while let Ok(Some(info)) = signals.read_signal() {
-                let sig = Signal::try_from(i32::try_from(info.ssi_signo).unwrap_or(0));
-                match sig {
-                    Ok(Signal::SIGWINCH) => {
-                        let (r, c) = size();
-                        if r > 0 && !read_only {
-                            let _ = writer.resize(r, c);
-                        }
+        Ok((ready(&fds[1]), fds.get(2).is_some_and(ready)))
+    }
+
+    /// A window size change is passed on; any other handled signal ends attach.
+    fn signals(&mut self, signals: &SignalFd) {
+        while let Ok(Some(info)) = signals.read_signal() {
+            match Signal::try_from(i32::try_from(info.ssi_signo).unwrap_or(0)) {
+                Ok(Signal::SIGWINCH) => {
+                    let (r, c) = size();
+                    if r > 0 && !self.read_only {
+                        let _ = self.writer.resize(r, c);
                     }
-                    Ok(sig) => {
-                        restore(guard.saved.as_ref());
-                        eprintln!("\r\n[latch: {sig} received, detached]");
-                        std::process::exit(exit::OTHER);
-                    }
-                    Err(_) => {}
                 }
-            }
-        }
-        if pending.is_some_and(|at| at.elapsed() >= DOUBLE_PRESS) {
-            // A single detach key: detach; the daemon's DETACHED ends the loop.
-            pending = None;
-            reading_keys = false;
-            let _ = writer.detach();
-            continue;
-        }
-        if keys_ready {
-            let n = match stdin.read(&mut keys_buf) {
-                Ok(0) | Err(_) => 0,
-                Ok(n) => n,
-            };
-            if n == 0 {
-                // The terminal is gone: detach, as a closed terminal would.
-                reading_keys = false;
-                let _ = writer.detach();
-                continue;
-            }
-            let (send, now_pending, detach) = keys(
-                keys_buf.get(..n).unwrap_or_default(),
-                detach_key,
-                pending.is_some(),
-            );
-            if !send.is_empty() && !read_only && writer.input(&send).is_err() {
-                break 'serve;
-            }
-            pending = now_pending.then(Instant::now);
-            if detach {
-                reading_keys = false;
-                let _ = writer.detach();
+                Ok(sig) => {
+                    restore(self.guard.saved.as_ref());
+                    eprintln!("\r\n[latch: {sig} received, detached]");
+                    std::process::exit(exit::OTHER);
+                }
+                Err(_) => {}
             }
         }
     }
-    drop(guard);
+
+    /// Reads the keys typed and passes them on through the detach-key filter.
+    fn read_keys(&mut self) -> Pass {
+        let mut buf = [0u8; 4096];
+        let n = match std::io::stdin().read(&mut buf) {
+            Ok(0) | Err(_) => 0,
+            Ok(n) => n,
+        };
+        if n == 0 {
+            // The terminal is gone: detach, as a closed terminal would.
+            self.detach();
+            return Pass::Continue;
+        }
+        let keys = self
+            .keys
+            .feed(buf.get(..n).unwrap_or_default(), Instant::now());
+        if !keys.send.is_empty() && self.writer.input(&keys.send).is_err() {
+            return Pass::Done;
+        }
+        if keys.detach {
+            self.detach();
+        }
+        Pass::Continue
+    }
+
+    fn detach(&mut self) {
+        self.reading_keys = false;
+        let _ = self.writer.detach();
+    }
+}
+
+/// What attach says and returns once the loop is over (the terminal restored).
+fn finish(
+    session: &SessionRef,
+    last_byte: Option<u8>,
+    outcome: Option<latch_wire::ExitStatus>,
+    detached: bool,
+    remote: Option<&str>,
+) -> Result<i32, ClientError> {
     // The message starts on a fresh line, wherever the program left the cursor.
     eprint!(
         "{}",
@@ -413,30 +433,5 @@ pub fn attach_bound(
                 Ok(exit::OK)
             }
         },
-    }
-}
-
-#[cfg(test)]
-mod key_tests {
-    use super::keys;
-
-    #[test]
-    fn the_detach_key_detaches_and_twice_sends_it() {
-        let k = Some(0x1c);
-        // Plain typing passes through.
-        assert_eq!(keys(b"ls\r", k, false), (b"ls\r".to_vec(), false, false));
-        // The key alone: pending, nothing sent yet.
-        assert_eq!(keys(b"ab\x1c", k, false), (b"ab".to_vec(), true, false));
-        // Pressed again: one key goes to the program.
-        assert_eq!(keys(b"\x1c", k, true), (vec![0x1c], false, false));
-        assert_eq!(
-            keys(b"\x1c\x1cx", k, false),
-            (vec![0x1c, b'x'], false, false)
-        );
-        // Anything else after it: detach, and the rest is not sent.
-        assert_eq!(keys(b"xyz", k, true), (Vec::new(), false, true));
-        assert_eq!(keys(b"a\x1cb", k, false), (b"a".to_vec(), false, true));
-        // No detach key: everything passes.
-        assert_eq!(keys(b"\x1c", None, false), (vec![0x1c], false, false));
     }
 }

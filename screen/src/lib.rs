@@ -61,6 +61,7 @@
 //! A snapshot never exceeds the largest server frame: a longer one (possible only with
 //! `full`) keeps its newest lines and drops the oldest.
 
+pub mod attach;
 mod compact;
 mod effects;
 mod emulator;

@@ -217,101 +217,158 @@ impl ClientError {
     }
 
     /// The exit code the CLI uses for this error.
-    pub fn exit_code(&self) -> i32 {
+    /// The class of this failure: its exit code, kind and message prefix (one
+    /// table, [`Class`]).
+    pub fn class(&self) -> Class {
         match self {
-            Self::Usage(_) => exit::USAGE,
-            Self::NotFound(_) => exit::NOT_FOUND,
-            Self::Replaced { .. } => exit::REPLACED,
-            Self::NotOwner { .. } => exit::NOT_OWNER,
-            Self::Ambiguous { .. } => exit::AMBIGUOUS,
-            Self::Busy(_) => exit::BUSY,
-            Self::Unreachable { .. } => exit::UNREACHABLE,
-            Self::Protocol { .. } => exit::PROTOCOL,
-            Self::Refused(_) => exit::REFUSED,
-            Self::TimedOut(_) => exit::TIMED_OUT,
-            Self::Exists(_) | Self::Other(_) => exit::OTHER,
-            Self::Relayed { exit_code, .. } => *exit_code,
+            Self::Usage(_) => Class::Usage,
+            Self::NotFound(_) => Class::NotFound,
+            Self::Replaced { .. } => Class::Replaced,
+            Self::NotOwner { .. } => Class::NotOwner,
+            Self::Ambiguous { .. } => Class::Ambiguous,
+            Self::Busy(_) => Class::Busy,
+            Self::Unreachable { .. } => Class::Unreachable,
+            Self::Protocol { .. } => Class::Protocol,
+            Self::Refused(_) => Class::Refused,
+            Self::TimedOut(_) => Class::TimedOut,
+            Self::Exists(_) => Class::Exists,
+            Self::Other(_) => Class::Other,
             Self::Create { kind, .. } => match kind {
-                FailureKind::Exists => exit::OTHER,
-                FailureKind::Busy => exit::BUSY,
-                FailureKind::Invalid => exit::USAGE,
-                FailureKind::Refused => exit::REFUSED,
-                _ => exit::OTHER,
+                FailureKind::Exists => Class::Exists,
+                FailureKind::Busy => Class::Busy,
+                FailureKind::Invalid => Class::Usage,
+                FailureKind::Refused => Class::Refused,
+                _ => Class::Other,
             },
             Self::Registry(e) => match e {
-                RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => exit::REFUSED,
-                RegistryError::Busy { .. } => exit::BUSY,
-                RegistryError::Corrupt { .. } => exit::UNREACHABLE,
-                RegistryError::IdTooLongForSocket { .. } | RegistryError::ReservedId { .. } => {
-                    exit::USAGE
+                RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => {
+                    Class::Refused
                 }
-                _ => exit::OTHER,
+                RegistryError::Busy { .. } => Class::Busy,
+                RegistryError::Corrupt { .. } => Class::Unreachable,
+                RegistryError::IdTooLongForSocket { .. } | RegistryError::ReservedId { .. } => {
+                    Class::Usage
+                }
+                _ => Class::Other,
             },
-            Self::Daemon { code, .. } => match code {
-                ErrorCode::IncarnationMismatch | ErrorCode::IdMismatch => exit::REPLACED,
-                // The session cannot take this now; trying again later may work.
-                ErrorCode::Draining | ErrorCode::InputFull => exit::BUSY,
-                ErrorCode::TooManyConnections | ErrorCode::HandshakeTimeout => exit::UNREACHABLE,
-                ErrorCode::ForbiddenByPolicy => exit::REFUSED,
-                ErrorCode::VersionUnsupported
-                | ErrorCode::NotNegotiated
-                | ErrorCode::AlreadyNegotiated
-                | ErrorCode::Malformed
-                | ErrorCode::FrameTooLarge => exit::PROTOCOL,
-                ErrorCode::InvalidArgument => exit::USAGE,
-                // Cut off for not keeping up: a degraded stream, not a protocol fault.
-                ErrorCode::TooSlow => exit::UNREACHABLE,
-                _ => exit::OTHER,
-            },
+            Self::Daemon { code, .. } => Class::of_daemon(*code),
+            Self::Relayed { kind, .. } => Class::of_kind(kind),
         }
     }
 
-    /// A short stable name for `--json` output.
+    /// The exit code (SPEC.md §10); a relayed error keeps the one its host gave.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Relayed { exit_code, .. } => *exit_code,
+            other => other.class().code(),
+        }
+    }
+
+    /// The kind named in `--json` errors and relayed between hosts: the class's
+    /// name, or a daemon's own code name (`draining`, `incarnation-mismatch`…).
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::Usage(_) => "usage",
-            Self::NotFound(_) => "not-found",
-            Self::Replaced { .. } => "replaced",
-            Self::NotOwner { .. } => "not-owner",
-            Self::Ambiguous { .. } => "ambiguous",
-            Self::Busy(_) => "busy",
-            Self::Unreachable { .. } => "unreachable",
-            Self::Protocol { .. } => "protocol",
-            Self::Refused(_) => "refused",
-            Self::TimedOut(_) => "timed-out",
-            Self::Exists(_) => "exists",
-            Self::Create { kind, .. } => match kind {
-                FailureKind::Exists => "exists",
-                FailureKind::Busy => "busy",
-                FailureKind::Invalid => "usage",
-                FailureKind::Refused => "refused",
-                _ => "other",
-            },
-            Self::Registry(e) => match e {
-                RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => "refused",
-                RegistryError::Busy { .. } => "busy",
-                RegistryError::Corrupt { .. } => "unreachable",
-                RegistryError::IdTooLongForSocket { .. } | RegistryError::ReservedId { .. } => {
-                    "usage"
-                }
-                _ => "other",
-            },
             Self::Daemon { code, .. } => code.name(),
-            Self::Relayed { kind, .. } => match kind.as_str() {
-                "usage" => "usage",
-                "not-found" => "not-found",
-                "replaced" => "replaced",
-                "not-owner" => "not-owner",
-                "ambiguous" => "ambiguous",
-                "busy" => "busy",
-                "unreachable" => "unreachable",
-                "protocol" => "protocol",
-                "refused" => "refused",
-                "timed-out" => "timed-out",
-                "exists" => "exists",
-                _ => "other",
+            Self::Relayed { kind, .. } => match ErrorCode::from_name(kind) {
+                Some(code) => code.name(),
+                None => Class::of_kind(kind).kind(),
             },
-            Self::Other(_) => "other",
+            other => other.class().kind(),
+        }
+    }
+}
+
+/// One row per class of failure: the variant, its exit code, its kind, and the
+/// prefix its message carries. Everything that names a class (exit codes, kinds,
+/// Display, decoding a relayed kind) reads this table.
+macro_rules! classes {
+    ($($(#[$doc:meta])* $variant:ident = $code:path, $kind:literal, $prefix:expr;)*) => {
+        /// A class of failure (SPEC.md §10's exit codes).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum Class {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Class {
+            /// Every class, in table order.
+            pub const ALL: &'static [Class] = &[$(Class::$variant,)*];
+
+            /// Its exit code.
+            pub fn code(self) -> i32 {
+                match self { $(Self::$variant => $code,)* }
+            }
+
+            /// Its kind's name.
+            pub fn kind(self) -> &'static str {
+                match self { $(Self::$variant => $kind,)* }
+            }
+
+            /// The prefix of its messages (`busy: …`), if it has one.
+            pub fn prefix(self) -> Option<&'static str> {
+                match self { $(Self::$variant => $prefix,)* }
+            }
+
+            /// The class a kind's name stands for; `Other` for a name this build
+            /// does not know.
+            pub fn of_kind(kind: &str) -> Class {
+                match kind {
+                    $($kind => Self::$variant,)*
+                    other => match ErrorCode::from_name(other) {
+                        Some(code) => Self::of_daemon(code),
+                        None => Self::Other,
+                    },
+                }
+            }
+        }
+    };
+}
+
+classes! {
+    /// Anything else.
+    Other = exit::OTHER, "other", None;
+    /// A usage error.
+    Usage = exit::USAGE, "usage", None;
+    /// No such session.
+    NotFound = exit::NOT_FOUND, "not-found", None;
+    /// The id now holds another creation.
+    Replaced = exit::REPLACED, "replaced", None;
+    /// A name matches several sessions.
+    Ambiguous = exit::AMBIGUOUS, "ambiguous", None;
+    /// Busy: try again.
+    Busy = exit::BUSY, "busy", Some("busy");
+    /// Unreachable or degraded.
+    Unreachable = exit::UNREACHABLE, "unreachable", Some("unreachable");
+    /// A protocol or version mismatch.
+    Protocol = exit::PROTOCOL, "protocol", Some("protocol mismatch");
+    /// Refused (policy, permissions, a foreign uid).
+    Refused = exit::REFUSED, "refused", Some("refused");
+    /// A wait timed out.
+    TimedOut = exit::TIMED_OUT, "timed-out", Some("timed out");
+    /// The owner precondition failed.
+    NotOwner = exit::NOT_OWNER, "not-owner", None;
+    /// The id is taken.
+    Exists = exit::OTHER, "exists", None;
+}
+
+impl Class {
+    /// The class of a daemon's refusal.
+    pub fn of_daemon(code: ErrorCode) -> Class {
+        match code {
+            ErrorCode::IncarnationMismatch | ErrorCode::IdMismatch => Class::Replaced,
+            // The session cannot take this now; trying again later may work.
+            ErrorCode::Draining | ErrorCode::InputFull => Class::Busy,
+            ErrorCode::TooManyConnections | ErrorCode::HandshakeTimeout => Class::Unreachable,
+            ErrorCode::ForbiddenByPolicy => Class::Refused,
+            ErrorCode::VersionUnsupported
+            | ErrorCode::NotNegotiated
+            | ErrorCode::AlreadyNegotiated
+            | ErrorCode::Malformed
+            | ErrorCode::FrameTooLarge => Class::Protocol,
+            ErrorCode::InvalidArgument => Class::Usage,
+            // Cut off for not keeping up: a degraded stream, not a protocol fault.
+            ErrorCode::TooSlow => Class::Unreachable,
+            _ => Class::Other,
         }
     }
 }
@@ -361,26 +418,22 @@ impl fmt::Display for ClientError {
                     ids.join(", ")
                 )
             }
-            Self::Busy(m) => write!(f, "busy: {m}"),
-            Self::Unreachable { detail, .. } => write!(f, "unreachable: {detail}"),
+            Self::Busy(m) | Self::Refused(m) | Self::TimedOut(m) => {
+                write!(f, "{}: {m}", prefix(self))
+            }
+            Self::Unreachable { detail, .. } => write!(f, "{}: {detail}", prefix(self)),
             Self::Protocol { found, detail } => {
-                write!(f, "protocol mismatch: {detail}")?;
+                write!(f, "{}: {detail}", prefix(self))?;
                 if found.hints_upgrade() {
                     write!(f, "; {UPGRADE_HINT}")?;
                 }
                 Ok(())
             }
             Self::Create { message, .. } => f.write_str(message),
-            Self::Registry(e) => match e {
-                RegistryError::Busy { .. } => write!(f, "busy: {e}"),
-                RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => {
-                    write!(f, "refused: {e}")
-                }
-                RegistryError::Corrupt { .. } => write!(f, "unreachable: {e}"),
-                _ => write!(f, "{e}"),
+            Self::Registry(e) => match self.class().prefix() {
+                Some(p) => write!(f, "{p}: {e}"),
+                None => write!(f, "{e}"),
             },
-            Self::Refused(m) => write!(f, "refused: {m}"),
-            Self::TimedOut(m) => write!(f, "timed out: {m}"),
             Self::Exists(id) => write!(
                 f,
                 "session {id} already exists; remove it first with: latch rm {id}"
@@ -389,6 +442,11 @@ impl fmt::Display for ClientError {
             Self::Relayed { host, message, .. } => write!(f, "{host}: {message}"),
         }
     }
+}
+
+/// The prefix of a class that has one (every caller's class does).
+fn prefix(e: &ClientError) -> &'static str {
+    e.class().prefix().unwrap_or_default()
 }
 
 impl std::error::Error for ClientError {
@@ -403,5 +461,61 @@ impl std::error::Error for ClientError {
 impl From<RegistryError> for ClientError {
     fn from(e: RegistryError) -> Self {
         Self::Registry(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_names_its_class_and_code() {
+        for &class in Class::ALL {
+            assert_eq!(Class::of_kind(class.kind()), class, "{class:?}");
+        }
+        assert_eq!(Class::of_kind("no-such-kind"), Class::Other);
+    }
+
+    /// A daemon's refusal relayed over one hop keeps its kind and class: before
+    /// the table, a relayed `draining` read `other`.
+    #[test]
+    fn a_relayed_daemon_refusal_keeps_its_kind() {
+        for code in [
+            ErrorCode::Draining,
+            ErrorCode::IncarnationMismatch,
+            ErrorCode::InputFull,
+            ErrorCode::TooSlow,
+        ] {
+            let local = ClientError::Daemon {
+                code,
+                detail: "x".into(),
+            };
+            let relayed = ClientError::Relayed {
+                host: "h".into(),
+                kind: local.kind().into(),
+                exit_code: local.exit_code(),
+                message: local.to_string(),
+            };
+            assert_eq!(relayed.kind(), code.name());
+            assert_eq!(relayed.class(), local.class());
+            assert_eq!(relayed.exit_code(), local.exit_code());
+        }
+    }
+
+    #[test]
+    fn prefixes_come_from_the_table() {
+        assert_eq!(
+            ClientError::Busy("locked".into()).to_string(),
+            "busy: locked"
+        );
+        assert_eq!(
+            ClientError::TimedOut("t".into()).to_string(),
+            "timed out: t"
+        );
+        assert_eq!(
+            ClientError::unreachable(UnreachableCause::Io, "gone").to_string(),
+            "unreachable: gone"
+        );
+        assert_eq!(ClientError::Refused("no".into()).exit_code(), exit::REFUSED);
     }
 }

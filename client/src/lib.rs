@@ -358,7 +358,7 @@ pub use conn::{
     AttachEvent, AttachReader, AttachWriter, Attached, Bound, Connection, DEFAULT_TIMEOUT,
 };
 pub use create::{Created, READY_TIMEOUT};
-pub use error::{exit, ClientError, Mismatch, UnreachableCause};
+pub use error::{exit, Class, ClientError, Mismatch, UnreachableCause};
 pub use events::{Event, EventFollower, EventScope};
 pub use lifecycle::{GcOptions, GcReport, EVENTS_RETENTION, KEEP_TAG, ORPHAN_MIN_AGE};
 pub use meta::{validate_tag, MetaPatch, Patched, TAG_KEY_MAX, TAG_VALUE_MAX};

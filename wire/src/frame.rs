@@ -283,6 +283,15 @@ macro_rules! error_codes {
                 }
             }
 
+            /// The code a name of [`name`](Self::name) stands for (a code this
+            /// build does not know has no name).
+            pub fn from_name(name: &str) -> Option<Self> {
+                match name {
+                    $($name => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+
             /// Whether the daemon closes the connection after sending this error
             /// (SPEC.md §4.3). Refusals of a single request keep the connection open.
             pub fn is_fatal(self) -> bool {

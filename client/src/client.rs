@@ -695,8 +695,6 @@ impl Client {
             }) => {
                 return self.kill_by_proof(session, signal, wait, format!("{code}: {detail}"));
             }
-            // Another stop is under way: the fence refuses our BIND. With a wait,
-            // follow that stop to its end through the daemon's proven pidfd.
             // Another stop is under way: the fence refuses our BIND. Its program may
             // be ignoring that stop's signal, so deliver ours to the program's proven
             // identity (pidfd, start time, boot id, under the lock, only while the

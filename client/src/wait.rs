@@ -17,9 +17,9 @@ impl Client {
     ///
     /// Event-driven: a read-only attachment wakes the wait on every output, and each
     /// wake peeks again through a connection bound to `session`, so the text is
-    /// only ever read from that creation. Fails with
-    /// [`UnreachableCause::TimedOut`] at the deadline and
-    /// [`UnreachableCause::Exited`] if the session ends first.
+    /// only ever read from that creation. Fails with [`ClientError::TimedOut`]
+    /// (exit 10) at the deadline and with [`UnreachableCause::Exited`] if the
+    /// session ends first.
     pub fn wait_for_text(
         &self,
         session: &SessionRef,

@@ -43,8 +43,8 @@
 //! reads them, so every capture is byte for byte what alacritty holding every row
 //! gives ([`Emulator::new_uncompacted`], the tests' reference). `CSI 3 J` and RIS
 //! clear the store with alacritty's history; the alternate screen shows none of it;
-//! a change of width reflows the window only, compact rows keep their width
-//! (SPEC §4.4).
+//! a change of width reflows the window and the compact rows alike, 1,024 compact
+//! rows at a time (SPEC §4.4).
 //!
 //! ## Snapshots
 //!
@@ -53,9 +53,9 @@
 //! | request              | bytes                                                        |
 //! |----------------------|--------------------------------------------------------------|
 //! | ATTACH               | the screen in use (`CSI ? 1049 h/l`), then [`Emulator::formatted`]: cursor visibility, attribute reset, clear screen, every visible cell with its attributes, the cursor position, the current pen; then every tracked mode set or reset, and the cursor shape |
-//! | PEEK                 | the visible rows, one line each, with SGR attributes only (no cursor motion, nothing cleared), wrapped in attribute resets |
+//! | PEEK                 | the visible rows, one line per line of output (a wrapped row continues its line), with SGR attributes only (no cursor motion, nothing cleared), wrapped in attribute resets |
 //! | PEEK plain           | visible text, no attributes, rows separated by `\n` (a wrapped row continues its line), trailing blanks and blank lines dropped |
-//! | PEEK full            | every scrollback row, then the visible rows, one line each, with SGR attributes only (no cursor motion), wrapped in attribute resets |
+//! | PEEK full            | every scrollback row, then the visible rows, as PEEK, wrapped in attribute resets |
 //! | PEEK full plain      | the same rows as plain text, trailing blank lines dropped    |
 //!
 //! A snapshot never exceeds the largest server frame: a longer one (possible only with

@@ -96,7 +96,8 @@ pub fn run(
                 None => print(ev.read(), json),
             }
         }
-        if wait.is_none() && !follow {
+        // A closed stdout ends a follow (SPEC §10).
+        if (wait.is_none() && !follow) || !crate::output::stdout_ok() {
             return Ok(exit::OK);
         }
         let left = if wait.is_some() {

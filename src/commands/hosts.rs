@@ -877,15 +877,7 @@ fn ls(
     };
     let mut code = exit::OK;
     let mut rows = Vec::new();
-    let mut table = output::Table::new(&[
-        ("HOST", 12),
-        ("ID", 20),
-        ("STATUS", 11),
-        ("AGE", 4),
-        ("NAME", 16),
-        ("COMMAND", 0),
-    ])
-    .whole(1);
+    let mut table = output::Table::new(&["HOST", "ID", "STATUS", "AGE", "NAME", "COMMAND"]);
     for (host, answer) in answers {
         match answer {
             Ok(entries) => {
@@ -912,7 +904,7 @@ fn ls(
                 }
             }
             Err(e) => {
-                eprintln!("latch: {e}");
+                eprintln!("latch: {}", output::escape(&e.to_string()));
                 code = fail_code;
                 let status = if e.exit_code() == exit::UNREACHABLE {
                     "unreachable"

@@ -156,3 +156,73 @@ fn ls_columns_fit_the_longest_id() {
         );
     }
 }
+
+/// A program that ignores SIGHUP (so it outlives its daemon's hangup) with a
+/// background job that ignores it too; returns the job's pid, read off the screen.
+fn orphan_with_a_job(reg: &Reg, id: &str) -> u32 {
+    reg.new_session(
+        id,
+        &[
+            "sh",
+            "-c",
+            "trap '' HUP; sleep 1000 & echo \"bg=$! \"; exec sleep 600",
+        ],
+    );
+    let screen = reg.wait_for(id, "bg=");
+    let pid = screen
+        .split("bg=")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {screen:?}"));
+    let rec = reg.record(id);
+    let daemon = u32::try_from(rec["daemon"]["pid"].as_u64().unwrap()).unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(daemon).unwrap()),
+        nix::sys::signal::SIGKILL,
+    );
+    assert!(support::wait_process_exit(
+        daemon,
+        std::time::Duration::from_secs(10)
+    ));
+    assert!(support::alive(pid), "the job runs after its daemon died");
+    pid
+}
+
+#[test]
+fn gc_ends_an_orphaned_session_whole() {
+    let reg = Reg::new();
+    let job = orphan_with_a_job(&reg, "orphan");
+    let r = reg.run(&["gc", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let reports = r.json();
+    let report = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "orphan")
+        .cloned()
+        .unwrap();
+    assert_eq!(report["action"], "orphan-signaled-and-removed", "{r:?}");
+    assert!(
+        support::wait_process_exit(job, std::time::Duration::from_secs(10)),
+        "the background job of the orphaned session was killed too"
+    );
+}
+
+#[test]
+fn kill_without_a_daemon_ends_the_session_whole() {
+    let reg = Reg::new();
+    let job = orphan_with_a_job(&reg, "orphan");
+    let child = u32::try_from(reg.record("orphan")["child"]["pid"].as_u64().unwrap()).unwrap();
+    let r = reg.run(&["kill", "orphan", "--signal", "TERM"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(support::wait_process_exit(
+        child,
+        std::time::Duration::from_secs(10)
+    ));
+    assert!(
+        support::wait_process_exit(job, std::time::Duration::from_secs(10)),
+        "the background job was killed once the program ended"
+    );
+}

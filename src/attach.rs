@@ -54,12 +54,16 @@ fn restore(saved: Option<&Termios>) {
     }
 }
 
-/// Our exit code for the program's end, as `docker run` gives it: its exit code,
-/// or 128 + N for signal N.
+/// Our exit code for the program's end, as a shell and `docker run` give it: its
+/// exit code, or 128 + N for signal N, so a program that exits 130 and one killed
+/// by SIGINT look alike here (JSON tells them apart: `exitCode`, `exitSignal`).
+/// A code outside 0 to 255 or a signal outside 1 to 127, which no `waitpid` gives
+/// and only a broken daemon could send, is exit 1 (SPEC §10).
 pub fn program_code(code: Option<i32>, signal: Option<i32>) -> i32 {
     match (code, signal) {
-        (_, Some(sig)) => 128 + sig,
-        (Some(c), _) => c,
+        (_, Some(sig @ 1..=127)) => 128 + sig,
+        (_, Some(_)) => exit::OTHER,
+        (Some(c @ 0..=255), _) => c,
         _ => exit::OTHER,
     }
 }
@@ -418,7 +422,21 @@ pub fn attach_bound(
 
 #[cfg(test)]
 mod key_tests {
-    use super::keys;
+    use super::{keys, program_code};
+
+    #[test]
+    fn exit_codes_are_a_shells_and_never_overflow() {
+        assert_eq!(program_code(Some(0), None), 0);
+        assert_eq!(program_code(Some(130), None), 130);
+        assert_eq!(program_code(None, Some(2)), 130);
+        assert_eq!(program_code(Some(0), Some(9)), 137);
+        // What no waitpid gives (a broken daemon's EXIT): exit 1, not an overflow.
+        assert_eq!(program_code(None, Some(i32::MAX)), 1);
+        assert_eq!(program_code(None, Some(0)), 1);
+        assert_eq!(program_code(Some(-1), None), 1);
+        assert_eq!(program_code(Some(256), None), 1);
+        assert_eq!(program_code(None, None), 1);
+    }
 
     #[test]
     fn the_detach_key_detaches_and_twice_sends_it() {

@@ -226,3 +226,39 @@ fn kill_without_a_daemon_ends_the_session_whole() {
         "the background job was killed once the program ended"
     );
 }
+
+#[test]
+fn a_name_with_a_colon_is_remote_unless_local() {
+    let reg = Reg::new();
+    reg.new_session("s", &["sleep", "600"]);
+    reg.run(&["rename", "s", "prod:db"]).ok();
+    reg.new_session("t", &["sleep", "601"]);
+    reg.run(&["rename", "t", "./prod:db"]).ok();
+    // Any ssh fails here: nothing leaves this machine.
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = reg.cmd();
+        c.env("LATCH_SSH", "false").args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Run::from(c.output().unwrap())
+    };
+    // `prod:db` is HOST:ID: host prod, session db.
+    let r = run(&[], &["status", "prod:db"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    // --local reads it as this registry's display name.
+    let r = run(&[], &["--local", "status", "prod:db"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("sleep 600"), "{r:?}");
+    // ... and overrides $LATCH_HOST.
+    let r = run(&[("LATCH_HOST", "prod")], &["status", "s"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    let r = run(&[("LATCH_HOST", "prod")], &["--local", "status", "s"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = run(&[], &["--local", "--host", "prod", "status", "s"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    // No HOST starts with `.`: `./prod:db` is a local name without --local.
+    let r = run(&[], &["status", "./prod:db"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("sleep 601"), "{r:?}");
+}

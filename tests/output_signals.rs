@@ -262,3 +262,44 @@ fn a_name_with_a_colon_is_remote_unless_local() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("sleep 601"), "{r:?}");
 }
+
+#[test]
+fn ls_cuts_the_command_to_the_terminal_and_only_there() {
+    use std::io::Read;
+    let reg = Reg::new();
+    let long = format!("exec sleep 600 # {}", "x".repeat(200));
+    reg.new_session("wide", &["sh", "-c", &long]);
+    let ws = nix::pty::Winsize {
+        ws_row: 24,
+        ws_col: 50,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&ws), None).unwrap();
+    let mut child = reg
+        .cmd()
+        .env_remove("COLUMNS")
+        .arg("ls")
+        .stdout(Stdio::from(pty.slave))
+        .spawn()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    // Everything written is in the master's buffer; read it without blocking.
+    let mut master = std::fs::File::from(pty.master);
+    nix::fcntl::fcntl(
+        &master,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = master.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let lines: Vec<&str> = out.lines().map(|l| l.trim_end_matches('\r')).collect();
+    assert_eq!(lines.len(), 2, "{out:?}");
+    assert!(lines.iter().all(|l| l.chars().count() <= 50), "{out:?}");
+    assert!(lines[1].ends_with('…'), "{out:?}");
+    // A pipe gets the whole command.
+    let piped = reg.cmd().env_remove("COLUMNS").arg("ls").output().unwrap();
+    let piped = String::from_utf8_lossy(&piped.stdout).into_owned();
+    assert!(piped.contains(&long), "{piped}");
+}

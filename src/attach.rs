@@ -98,12 +98,10 @@ fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i
     // Colours for a terminal, plain text for a file or a pipe.
     let tty = nix::unistd::isatty(std::io::stdout()).unwrap_or(false);
     let text = if tty { &screen.ansi } else { &screen.plain };
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    if !text.is_empty() {
-        let _ = out.write_all(b"\n");
+    // A failed stdout is `output`'s (SPEC §10).
+    if crate::output::out_bytes(text.as_bytes()) && !text.is_empty() {
+        crate::output::out_bytes(b"\n");
     }
-    let _ = out.flush();
     let (code, signal) = (screen.exit.code, screen.exit.signal);
     eprintln!("{}", exit_message(&session.id, code, signal));
     Ok(program_code(code, signal))

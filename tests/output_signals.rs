@@ -215,7 +215,8 @@ fn kill_without_a_daemon_ends_the_session_whole() {
     let reg = Reg::new();
     let job = orphan_with_a_job(&reg, "orphan");
     let child = u32::try_from(reg.record("orphan")["child"]["pid"].as_u64().unwrap()).unwrap();
-    let r = reg.run(&["kill", "orphan", "--signal", "TERM"]);
+    // --wait: the program's end is followed, however loaded the machine.
+    let r = reg.run(&["kill", "orphan", "--signal", "TERM", "--wait"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(support::wait_process_exit(
         child,

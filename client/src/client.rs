@@ -757,8 +757,10 @@ impl Client {
             // Outside the lock (the pidfds pin every process): what is left of the
             // session once the program has ended is killed, as its daemon would
             // (SPEC.md §5.6).
+            // The program gets `wait`, else the same 1 s.
             Ok(Some((program, hung))) => {
-                hung.finish(&program, latch_registry::proc::KILL_GRACE, false);
+                let grace = wait.unwrap_or(latch_registry::proc::KILL_GRACE);
+                hung.finish(&program, grace, false);
             }
             // The program is gone: the daemon is finishing; follow it if asked.
             Ok(None) => {

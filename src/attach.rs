@@ -55,12 +55,16 @@ fn restore(saved: Option<&Termios>) {
     }
 }
 
-/// Our exit code for the program's end, as `docker run` gives it: its exit code,
-/// or 128 + N for signal N.
+/// Our exit code for the program's end, as a shell and `docker run` give it: its
+/// exit code, or 128 + N for signal N, so a program that exits 130 and one killed
+/// by SIGINT look alike here (JSON tells them apart: `exitCode`, `exitSignal`).
+/// A code outside 0 to 255 or a signal outside 1 to 127, which no `waitpid` gives
+/// and only a broken daemon could send, is exit 1 (SPEC §10).
 pub fn program_code(code: Option<i32>, signal: Option<i32>) -> i32 {
     match (code, signal) {
-        (_, Some(sig)) => 128 + sig,
-        (Some(c), _) => c,
+        (_, Some(sig @ 1..=127)) => 128 + sig,
+        (_, Some(_)) => exit::OTHER,
+        (Some(c @ 0..=255), _) => c,
         _ => exit::OTHER,
     }
 }
@@ -95,12 +99,10 @@ fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i
     // Colours for a terminal, plain text for a file or a pipe.
     let tty = nix::unistd::isatty(std::io::stdout()).unwrap_or(false);
     let text = if tty { &screen.ansi } else { &screen.plain };
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    if !text.is_empty() {
-        let _ = out.write_all(b"\n");
+    // A failed stdout is `output`'s (SPEC §10).
+    if crate::output::out_bytes(text.as_bytes()) && !text.is_empty() {
+        crate::output::out_bytes(b"\n");
     }
-    let _ = out.flush();
     let (code, signal) = (screen.exit.code, screen.exit.signal);
     eprintln!("{}", exit_message(&session.id, code, signal));
     Ok(program_code(code, signal))
@@ -433,5 +435,23 @@ fn finish(
                 Ok(exit::OK)
             }
         },
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::program_code;
+
+    #[test]
+    fn exit_codes_are_a_shells_and_never_overflow() {
+        assert_eq!(program_code(Some(0), None), 0);
+        assert_eq!(program_code(Some(130), None), 130);
+        assert_eq!(program_code(None, Some(2)), 130);
+        assert_eq!(program_code(Some(0), Some(9)), 137);
+        // What no waitpid gives (a broken daemon's EXIT): exit 1, not an overflow.
+        assert_eq!(program_code(None, Some(i32::MAX)), 1);
+        assert_eq!(program_code(None, Some(0)), 1);
+        assert_eq!(program_code(Some(-1), None), 1);
+        assert_eq!(program_code(Some(256), None), 1);
+        assert_eq!(program_code(None, None), 1);
     }
 }

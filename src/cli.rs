@@ -26,6 +26,10 @@ pub struct Cli {
         value_delimiter = ','
     )]
     pub host: Vec<String>,
+    /// Act on this host's registry only: $LATCH_HOST is ignored, and a REF such as
+    /// `prod:db` is a local display name, not HOST:ID (SPEC.md §12.1).
+    #[arg(long, global = true)]
+    pub local: bool,
     /// Without a command: the running sessions, and how to create and attach.
     #[command(subcommand)]
     pub command: Option<Command>,

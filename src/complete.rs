@@ -7,7 +7,6 @@
 //! names (read from the registry) all complete.
 
 use std::ffi::OsStr;
-use std::io::Write;
 
 use clap::CommandFactory;
 use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
@@ -54,10 +53,8 @@ pub fn man() -> Result<i32, ClientError> {
 }
 
 fn write_stdout(buf: &[u8]) -> Result<i32, ClientError> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(buf)
-        .and_then(|()| out.flush())
-        .map_err(|e| ClientError::Other(e.to_string()))?;
+    // A failed stdout is `output`'s (SPEC §10).
+    crate::output::out_bytes(buf);
     Ok(exit::OK)
 }
 

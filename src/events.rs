@@ -46,7 +46,7 @@ fn print(ev: &ReadEvent, json: bool) {
             "{:<29} {:<16} {} line={}",
             "?",
             "(unreadable)",
-            ev["id"].as_str().unwrap_or("?"),
+            crate::output::escape(ev["id"].as_str().unwrap_or("?")),
             ev["line"]
         );
         return;
@@ -63,7 +63,8 @@ fn print(ev: &ReadEvent, json: bool) {
     let ts = ev["ts"]
         .as_u64()
         .map_or_else(|| "?".to_owned(), crate::output::rfc3339_local);
-    println!(
+    // An events file is anyone's to shape: escaped for a terminal (SPEC §10).
+    let line = format!(
         "{} {:<16} {}@{} {}",
         ts,
         ev["type"].as_str().unwrap_or("?"),
@@ -71,6 +72,7 @@ fn print(ev: &ReadEvent, json: bool) {
         ev["incarnation"].as_str().unwrap_or("?"),
         details.join(" ")
     );
+    println!("{}", crate::output::escape(&line));
 }
 
 /// Runs `latch events`.
@@ -96,7 +98,8 @@ pub fn run(
                 None => print(ev.read(), json),
             }
         }
-        if wait.is_none() && !follow {
+        // A closed stdout ends a follow (SPEC §10).
+        if (wait.is_none() && !follow) || !crate::output::stdout_ok() {
             return Ok(exit::OK);
         }
         let left = if wait.is_some() {

@@ -1,5 +1,33 @@
 //! `latch`: parse, dispatch, map errors to exit codes.
 
+// Every `println!`, `eprintln!` and `eprint!` in this crate goes through `output`,
+// whose writes never panic: a closed or full stdout ends latch with 141 or 13
+// after the effect is done, and its output is reported on stderr (SPEC §10).
+// Defined before the modules, these shadow std's macros in all of them.
+macro_rules! println {
+    () => {
+        $crate::output::out_line("")
+    };
+    ($($arg:tt)*) => {
+        $crate::output::out_fmt(format_args!($($arg)*))
+    };
+}
+
+macro_rules! eprintln {
+    () => {
+        $crate::output::err_fmt(format_args!(""), true)
+    };
+    ($($arg:tt)*) => {
+        $crate::output::err_fmt(format_args!($($arg)*), true)
+    };
+}
+
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::output::err_fmt(format_args!($($arg)*), false)
+    };
+}
+
 mod attach;
 mod bridge;
 mod cli;
@@ -24,5 +52,5 @@ fn main() {
         Ok(code) => code,
         Err(e) => output::report_error(&e, json),
     };
-    std::process::exit(code);
+    std::process::exit(output::finish(code));
 }

@@ -1,23 +1,151 @@
 //! Text output for people; the JSON shapes are in `shapes` (SPEC.md §10).
 
-use latch_client::{ClientError, Entry, SessionStatus};
+use std::borrow::Cow;
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::OnceLock;
+
+use latch_client::{exit, ClientError, Entry, SessionStatus};
 
 use crate::shapes::{self, ErrorJson};
 
 /// Prints an error (and, with `--json`, a JSON error object on stdout); returns its
-/// exit code.
+/// exit code. The message is escaped for a terminal ([`escape`], SPEC §10).
 pub fn report_error(e: &ClientError, json: bool) -> i32 {
     if json {
         let _ = shapes::print(&ErrorJson::from(e));
     }
-    eprintln!("latch: {e}");
+    err_line(&format!("latch: {}", escape(&e.to_string())));
     e.exit_code()
 }
 
+/// What went wrong with stdout, once (SPEC §10, "A broken stdout").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StdoutFailure {
+    /// EPIPE: the reader is gone. Quiet, exit 141, as a tool killed by SIGPIPE.
+    Closed,
+    /// Any other write error (ENOSPC, EIO…): said on stderr, exit 13, and what
+    /// stdout would have shown goes to stderr instead.
+    Failed,
+}
+
+static STDOUT_FAILURE: OnceLock<StdoutFailure> = OnceLock::new();
+
+/// Writes `bytes` to stdout and flushes; never panics. Returns whether they were
+/// written. After the first failure nothing more is written to stdout: on EPIPE
+/// the output is dropped, on any other error it goes to stderr, so the effect a
+/// command already had is still reported (SPEC §10).
+pub fn out_bytes(bytes: &[u8]) -> bool {
+    if let Some(f) = STDOUT_FAILURE.get() {
+        if *f == StdoutFailure::Failed {
+            let _ = io::stderr().write_all(bytes);
+        }
+        return false;
+    }
+    let mut out = io::stdout().lock();
+    let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) else {
+        return true;
+    };
+    drop(out);
+    let failure = if e.kind() == io::ErrorKind::BrokenPipe {
+        StdoutFailure::Closed
+    } else {
+        StdoutFailure::Failed
+    };
+    if STDOUT_FAILURE.set(failure).is_ok() && failure == StdoutFailure::Failed {
+        err_line(&format!(
+            "latch: cannot write to stdout: {e}; its output follows on stderr"
+        ));
+        let _ = io::stderr().write_all(bytes);
+    }
+    false
+}
+
+/// One line on stdout ([`out_bytes`]).
+pub fn out_line(line: &str) {
+    let mut buf = String::with_capacity(line.len() + 1);
+    buf.push_str(line);
+    buf.push('\n');
+    out_bytes(buf.as_bytes());
+}
+
+/// `println!` in this crate (main.rs shadows it): [`out_line`].
+pub fn out_fmt(args: fmt::Arguments<'_>) {
+    out_line(&args.to_string());
+}
+
+/// `eprintln!` and `eprint!` in this crate (main.rs shadows them): a failed write
+/// to stderr is ignored, never a panic.
+pub fn err_fmt(args: fmt::Arguments<'_>, newline: bool) {
+    let mut s = args.to_string();
+    if newline {
+        s.push('\n');
+    }
+    let _ = io::stderr().write_all(s.as_bytes());
+}
+
+/// One line on stderr; never panics.
+pub fn err_line(line: &str) {
+    err_fmt(format_args!("{line}"), true);
+}
+
+/// Whether stdout still takes output (a loop that prints stops when not).
+pub fn stdout_ok() -> bool {
+    STDOUT_FAILURE.get().is_none()
+}
+
+/// The exit code, once the command is done: a command that succeeded but could
+/// not write its output exits 141 (stdout closed) or [`STDOUT_FAILED`]; a failed
+/// command keeps its own code (SPEC §10).
+pub fn finish(code: i32) -> i32 {
+    let _ = io::stdout().flush();
+    match STDOUT_FAILURE.get() {
+        Some(_) if code != exit::OK => code,
+        Some(StdoutFailure::Closed) => STDOUT_CLOSED,
+        Some(StdoutFailure::Failed) => STDOUT_FAILED,
+        None => code,
+    }
+}
+
+/// Exit code when stdout's reader is gone: 128 + SIGPIPE, as a shell reports a
+/// tool killed by SIGPIPE (SPEC §10).
+pub const STDOUT_CLOSED: i32 = 128 + libc::SIGPIPE;
+
+/// Exit code when stdout failed otherwise (ENOSPC, EIO): the command's effect is
+/// done and its output went to stderr (SPEC §10).
+pub const STDOUT_FAILED: i32 = 13;
+
+/// `s` made safe to print for a person, as GNU `ls -b` does: a backslash is
+/// `\\`, ESC `\e`, TAB `\t`, LF `\n`, CR `\r`, BEL… as `\x07`, DEL `\x7f`, and the
+/// C1 controls (U+0080 to U+009F, which some terminals obey) `\u{9b}`. Nothing
+/// else changes; JSON is never escaped so (SPEC §10).
+pub fn escape(s: &str) -> Cow<'_, str> {
+    let plain = |c: char| c != '\\' && !c.is_control();
+    if s.chars().all(plain) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\x1b' => out.push_str("\\e"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if u32::from(c) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", u32::from(c)));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// The width to cut table rows to: the terminal's when stdout is one, else
-/// `$COLUMNS`, else none (a pipe gets whole rows).
+/// `$COLUMNS` when set, else none (a pipe or a file gets whole rows).
 pub fn width() -> Option<usize> {
-    if let Ok(ws) = rustix::termios::tcgetwinsize(std::io::stdout()) {
+    if let Ok(ws) = rustix::termios::tcgetwinsize(io::stdout()) {
         if ws.ws_col > 0 {
             return Some(usize::from(ws.ws_col));
         }
@@ -28,77 +156,88 @@ pub fn width() -> Option<usize> {
         .filter(|&c| c > 0)
 }
 
-/// `s` cut to `max` characters, the last one `…` when cut.
+/// The columns `s` takes in a terminal.
+fn cells(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+/// `s` cut to `max` terminal columns, the last one `…` when cut.
 pub fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
+    if cells(s) <= max {
         return s.to_owned();
     }
-    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w + 1 > max {
+            break;
+        }
+        used += w;
+        out.push(c);
+    }
     if max > 0 {
         out.push('…');
     }
     out
 }
 
-/// A table of fixed column widths: every column but the last is padded to its
-/// width (a cell longer than its column is cut with `…`, except in `whole`
-/// columns, which are never cut); the last column takes the rest of the terminal
-/// width, cut to it.
+/// A table sized to its content, as `tmux ls` and `docker ps` print: every column
+/// but the last is as wide as its widest cell (never cut); the last takes the
+/// rest of the width, cut to it when there is one ([`width`]). Cells are escaped
+/// ([`escape`]) as they are added.
+#[derive(Debug)]
 pub struct Table {
-    columns: Vec<(&'static str, usize)>,
-    whole: Vec<usize>,
+    header: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    pub fn new(columns: &[(&'static str, usize)]) -> Self {
+    pub fn new(header: &[&str]) -> Self {
         Self {
-            columns: columns.to_vec(),
-            whole: Vec::new(),
+            header: header.iter().map(|h| (*h).to_owned()).collect(),
             rows: Vec::new(),
         }
     }
 
-    /// Marks column `i` as never cut (ids: no abbreviation can name a session).
-    pub fn whole(mut self, i: usize) -> Self {
-        self.whole.push(i);
-        self
-    }
-
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
-    }
-
-    fn line(&self, cells: &[String], width: Option<usize>) -> String {
-        let mut line = String::new();
-        let last = self.columns.len() - 1;
-        for (i, ((_, w), cell)) in self.columns.iter().zip(cells).enumerate() {
-            if i == last {
-                let used = line.chars().count();
-                match width {
-                    Some(total) => line.push_str(&cut(cell, total.saturating_sub(used).max(1))),
-                    None => line.push_str(cell),
-                }
-            } else {
-                let cell = if self.whole.contains(&i) {
-                    cell.clone()
-                } else {
-                    cut(cell, *w)
-                };
-                line.push_str(&format!("{cell:<w$} "));
-            }
-        }
-        line.trim_end().to_owned()
+        self.rows
+            .push(cells.iter().map(|c| escape(c).into_owned()).collect());
     }
 
     /// The header and rows, one line each.
     pub fn render(&self, width: Option<usize>) -> Vec<String> {
-        let header: Vec<String> = self.columns.iter().map(|(h, _)| (*h).to_owned()).collect();
-        std::iter::once(&header)
+        let n = self.header.len();
+        let mut widths = vec![0; n];
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cells(cell));
+            }
+        }
+        std::iter::once(&self.header)
             .chain(&self.rows)
-            .map(|r| self.line(r, width))
+            .map(|row| line(row, &widths, width))
             .collect()
     }
+}
+
+fn line(row: &[String], widths: &[usize], width: Option<usize>) -> String {
+    let mut line = String::new();
+    let mut used = 0;
+    let last = widths.len().saturating_sub(1);
+    for (i, (cell, &w)) in row.iter().zip(widths).enumerate() {
+        if i == last {
+            match width {
+                Some(total) => line.push_str(&cut(cell, total.saturating_sub(used).max(1))),
+                None => line.push_str(cell),
+            }
+        } else {
+            line.push_str(cell);
+            line.push_str(&" ".repeat(w - cells(cell) + 1));
+            used += w + 1;
+        }
+    }
+    line.trim_end().to_owned()
 }
 
 /// `argv` quoted as a shell would need it.
@@ -146,14 +285,7 @@ pub fn rfc3339_local(ms: u64) -> String {
 
 /// The `ls` table of `entries`.
 pub fn ls_table(entries: &[Entry]) -> Table {
-    let mut t = Table::new(&[
-        ("ID", 20),
-        ("STATUS", 11),
-        ("AGE", 4),
-        ("NAME", 16),
-        ("COMMAND", 0),
-    ])
-    .whole(0);
+    let mut t = Table::new(&["ID", "STATUS", "AGE", "NAME", "COMMAND"]);
     for e in entries {
         t.row(match e {
             Entry::Session { record, status } => vec![
@@ -199,15 +331,30 @@ mod tests {
         assert_eq!(shell_join(&["".into(), "a=b".into()]), "'' a=b");
         assert_eq!(cut("abcdef", 4), "abc…");
         assert_eq!(cut("abc", 4), "abc");
-        let mut t = Table::new(&[("ID", 4), ("X", 3), ("REST", 0)]).whole(0);
+        let mut t = Table::new(&["ID", "X", "REST"]);
         t.row(vec!["a".into(), "long".into(), "0123456789".into()]);
         t.row(vec!["longid".into(), "b".into(), "z".into()]);
         assert_eq!(
-            t.render(Some(14)),
-            ["ID   X   REST", "a    lo… 0123…", "longid b   z"]
+            t.render(Some(17)),
+            ["ID     X    REST", "a      long 0123…", "longid b    z"]
         );
+        assert_eq!(t.render(None)[1], "a      long 0123456789");
         let ts = rfc3339_local(1_700_000_000_123);
         assert_eq!(ts.len(), "2023-11-14T22:13:20.123+00:00".len(), "{ts}");
         assert!(ts.contains(".123"), "{ts}");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_as_ls_b_does() {
+        assert_eq!(escape("plain é 日本"), "plain é 日本");
+        assert!(matches!(escape("plain"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape("a\x1b]52;c;aGk=\x07b\x1b[2J\t\n\r\\\x7f\u{9b}"),
+            r"a\e]52;c;aGk=\x07b\e[2J\t\n\r\\\x7f\u{9b}"
+        );
+        let mut t = Table::new(&["A", "B"]);
+        t.row(vec!["\x1b[2J".into(), "x\ny".into()]);
+        assert_eq!(t.render(None), ["A     B", r"\e[2J x\ny"]);
+        assert_eq!(cut("日本語", 5), "日本…");
     }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use latch_registry::events::{Event, EventKind};
-use latch_registry::proc::{prove, ProofError};
+use latch_registry::proc::{prove, OrphanError, OrphanHangup, PidFd, ProofError};
 use latch_registry::{CreateSpec, Record, Registry, RegistryError, DEFAULT_LOCK_WAIT};
 use latch_wire::{Incarnation, LegacyPolicy, Owner, SessionId, SessionRef};
 use serde::Serialize;
@@ -751,10 +751,17 @@ impl Client {
         wait: Option<Duration>,
         why: String,
     ) -> Result<KillOutcome, ClientError> {
-        match self.signal_proven_child(session, signal) {
-            Ok(true) => {}
+        match self.hang_up_proven(session, signal) {
+            // Outside the lock (the pidfds pin every process): what is left of the
+            // session once the program has ended is killed, as its daemon would
+            // (SPEC.md §5.6).
+            // The program gets `wait`, else the same 1 s.
+            Ok(Some((program, hung))) => {
+                let grace = wait.unwrap_or(latch_registry::proc::KILL_GRACE);
+                hung.finish(&program, grace, false);
+            }
             // The program is gone: the daemon is finishing; follow it if asked.
-            Ok(false) => {
+            Ok(None) => {
                 if let Some(limit) = wait {
                     self.wait_daemon_gone(session, limit)?;
                 }
@@ -776,19 +783,30 @@ impl Client {
 
     /// Signals `session`'s program through a pidfd after proving its identity, under
     /// the session lock and only while the record holds `session`'s incarnation;
-    /// and hangs up (SIGHUP, SIGCONT) every other process of its terminal session,
-    /// proven while the program's pidfd holds its pid. Returns whether the program
-    /// was signalled (false: it is gone).
+    /// and hangs up (SIGHUP, SIGCONT) every other process of its terminal session.
+    /// Returns whether the program was signalled (false: it is gone).
     pub(crate) fn signal_proven_child(
         &self,
         session: &SessionRef,
         signal: i32,
     ) -> Result<bool, ClientError> {
+        Ok(self.hang_up_proven(session, signal)?.is_some())
+    }
+
+    /// [`Client::signal_proven_child`], keeping the program's pidfd and the members
+    /// hung up. The members are found while the program's pidfd holds its pid, and
+    /// the program is checked alive after the scan, before anything is signalled
+    /// (`latch_registry::proc::hang_up_orphan`, SPEC.md §5.6). `None`: it is gone.
+    fn hang_up_proven(
+        &self,
+        session: &SessionRef,
+        signal: i32,
+    ) -> Result<Option<(PidFd, OrphanHangup)>, ClientError> {
         let _lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
         let record = self.read_expecting(session)?;
         let program = match prove(&record.child) {
             Ok(fd) => fd,
-            Err(ProofError::Gone) => return Ok(false),
+            Err(ProofError::Gone) => return Ok(None),
             Err(e) => {
                 return Err(ClientError::unreachable(
                     UnreachableCause::Unprovable,
@@ -799,11 +817,9 @@ impl Client {
                 ))
             }
         };
-        // While the proven program runs, its pid names only its own session.
-        latch_registry::proc::signal_session_members(program.pid(), &[libc::SIGHUP, libc::SIGCONT]);
-        match program.send_signal(signal) {
-            Ok(()) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+        match latch_registry::proc::hang_up_orphan(&program, signal) {
+            Ok(hung) => Ok(Some((program, hung))),
+            Err(OrphanError::Gone) => Ok(None),
             Err(e) => Err(ClientError::unreachable(
                 UnreachableCause::Unprovable,
                 format!("cannot signal session {}'s program: {e}", session.id),

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use latch_registry::events::{Change, Event, EventKind, ReadEvent};
-use latch_registry::proc::{prove, ProofError};
+use latch_registry::proc::{prove, OrphanError, ProofError};
 use latch_registry::spec::{ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
 use latch_registry::{Record, RegistryError, DEFAULT_LOCK_WAIT};
 use latch_wire::{Incarnation, SessionId, SessionRef};
@@ -383,16 +383,16 @@ impl Client {
             _ => return skip(report, "changed-since-observed"),
         }
         if let Some(fd) = orphan {
-            if let Err(e) = fd.send_signal(libc::SIGTERM) {
-                if e.raw_os_error() != Some(libc::ESRCH) {
-                    return skip(report, &format!("signal-failed: {e}"));
+            // The whole session, as its daemon would have ended it (SPEC.md §5.6,
+            // §9.12): its background jobs too, never only the program.
+            match latch_registry::proc::hang_up_orphan(&fd, libc::SIGTERM) {
+                Ok(hung) => {
+                    if !hung.finish(&fd, opts.grace, true) {
+                        return skip(report, "shutdown-timed-out");
+                    }
                 }
-            }
-            if !fd.wait_exit(opts.grace) {
-                let _ = fd.send_signal(libc::SIGKILL);
-                if !fd.wait_exit(Duration::from_secs(2)) {
-                    return skip(report, "shutdown-timed-out");
-                }
+                Err(OrphanError::Gone) => {}
+                Err(e) => return skip(report, &format!("signal-failed: {e}")),
             }
             report.action = "orphan-signaled-and-removed".into();
         } else {

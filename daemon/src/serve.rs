@@ -22,6 +22,7 @@ use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::time::Duration;
 
+use latch_registry::proc;
 use latch_wire::ExitStatus;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
@@ -33,8 +34,6 @@ use crate::conn;
 use crate::pty;
 use crate::session::{Session, READ_BUF};
 
-/// How long the rest of a killed session gets after its hangup before SIGKILL.
-const KILL_GRACE: Duration = Duration::from_secs(1);
 /// How long connections may take to flush after the program's exit.
 const FLUSH_AT_EXIT: Duration = Duration::from_secs(2);
 /// How long the terminal must stay quiet before queued output is applied to the
@@ -153,17 +152,16 @@ fn forward_hangup(session: &Session, what: &str) {
 
 /// After a kill (the session is draining), whatever is left of the program's
 /// terminal session once the program has exited is hung up (SIGHUP, SIGCONT) and,
-/// if still there after KILL_GRACE, killed (SIGKILL). Must run before the program
-/// is reaped (`latch_registry::proc::session_members`' precondition). A program
-/// that ends by itself leaves its background jobs alone, as a terminal does.
+/// if still there after `KILL_GRACE`, killed (SIGKILL): the whole-session kill
+/// gc and the CLI share (`latch_registry::proc`, SPEC.md §5.6). Must run before the
+/// program is reaped (`Leader::Unreaped`). A program that ends by itself leaves its
+/// background jobs alone, as a terminal does.
 async fn sweep(session: &Session) {
     if !session.draining() {
         return;
     }
-    let members = latch_registry::proc::signal_session_members(
-        session.child_pid,
-        &[libc::SIGHUP, libc::SIGCONT],
-    );
+    let members =
+        proc::hang_up_session(proc::Leader::Unreaped(session.child_pid)).unwrap_or_default();
     if members.is_empty() {
         return;
     }
@@ -172,19 +170,10 @@ async fn sweep(session: &Session) {
         members.len()
     );
     // Waiting on pidfds blocks: off the runtime's thread, so clients are served.
-    let killed = tokio::task::spawn_blocking(move || {
-        let deadline = std::time::Instant::now() + KILL_GRACE;
-        let mut killed = 0;
-        for member in members {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if !member.wait_exit(left) && member.send_signal(libc::SIGKILL).is_ok() {
-                killed += 1;
-            }
-        }
-        killed
-    })
-    .await
-    .unwrap_or(0);
+    let killed =
+        tokio::task::spawn_blocking(move || proc::kill_remaining(members, proc::KILL_GRACE))
+            .await
+            .unwrap_or(0);
     if killed > 0 {
         log!("{killed} process(es) ignored the hangup and were killed");
     }

@@ -117,6 +117,133 @@ pub fn signal_session_members(sid: u32, signals: &[i32]) -> Vec<PidFd> {
     members
 }
 
+/// How long the rest of a killed terminal session gets after its hangup before
+/// SIGKILL (SPEC.md §5.6).
+pub const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What holds the program's pid while its terminal session is scanned
+/// ([`session_members`]' precondition).
+#[derive(Debug, Clone, Copy)]
+pub enum Leader<'a> {
+    /// The caller's own child, not reaped yet (the daemon's program): running or a
+    /// zombie, its pid is held until the caller reaps it.
+    Unreaped(u32),
+    /// A proven pidfd on a program that is not the caller's child (its daemon is
+    /// gone or cannot be asked): its pid is held only while it runs, so it is
+    /// checked alive again after the scan.
+    Running(&'a PidFd),
+}
+
+/// Hangs up the program's terminal session (SPEC.md §5.6): SIGHUP, then SIGCONT, to
+/// every proven member but the program itself. Returns the members signalled, or
+/// `None` when a [`Leader::Running`] program ended during the scan: its pid may
+/// then name another session, so nothing is signalled.
+pub fn hang_up_session(leader: Leader<'_>) -> Option<Vec<PidFd>> {
+    let sid = match leader {
+        Leader::Unreaped(pid) => pid,
+        Leader::Running(fd) => fd.pid(),
+    };
+    let members = session_members(sid);
+    if let Leader::Running(fd) = leader {
+        if !fd.is_alive() {
+            return None;
+        }
+    }
+    for fd in &members {
+        let _ = fd.send_signal(libc::SIGHUP);
+        let _ = fd.send_signal(libc::SIGCONT);
+    }
+    Some(members)
+}
+
+/// Waits for `members` (hung up by [`hang_up_session`]) at most `grace` in all,
+/// then SIGKILLs each still there; returns how many were killed. The pidfds pin
+/// each member, so no lock or pid is needed meanwhile.
+pub fn kill_remaining(members: Vec<PidFd>, grace: std::time::Duration) -> usize {
+    let deadline = std::time::Instant::now() + grace;
+    let mut killed = 0;
+    for member in members {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if !member.wait_exit(left) && member.send_signal(libc::SIGKILL).is_ok() {
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// A terminal session hung up by a caller that is not its daemon
+/// ([`hang_up_orphan`]): the program, signalled, and the rest of its session.
+#[derive(Debug)]
+pub struct OrphanHangup {
+    /// The members hung up, killed by [`OrphanHangup::finish`] if they outlive
+    /// the program by [`KILL_GRACE`].
+    pub members: Vec<PidFd>,
+}
+
+/// Why [`hang_up_orphan`] signalled nothing.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OrphanError {
+    /// The program ended before it was signalled.
+    Gone,
+    /// The signal could not be sent.
+    Signal(io::Error),
+}
+
+impl std::fmt::Display for OrphanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Gone => f.write_str("the program has ended"),
+            Self::Signal(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for OrphanError {}
+
+/// The whole-session kill of SPEC.md §5.6 for a program whose daemon cannot do it
+/// (gc's orphans, `latch kill` when the daemon cannot be asked): the rest of its
+/// terminal session is hung up ([`hang_up_session`], the program checked alive
+/// after the scan), then `sig` and (unless `sig` stops it) SIGCONT go to the
+/// program. `program` must be
+/// proven ([`prove`]).
+pub fn hang_up_orphan(program: &PidFd, sig: i32) -> Result<OrphanHangup, OrphanError> {
+    let members = hang_up_session(Leader::Running(program)).ok_or(OrphanError::Gone)?;
+    match program.send_signal(sig) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+            // It ended after the scan: the members found were its own.
+            kill_remaining(members, KILL_GRACE);
+            return Err(OrphanError::Gone);
+        }
+        Err(e) => return Err(OrphanError::Signal(e)),
+    }
+    // As a hangup does, and so that a stopped program sees the signal; never
+    // undoing a stop that was asked for.
+    if ![libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU].contains(&sig) {
+        let _ = program.send_signal(libc::SIGCONT);
+    }
+    Ok(OrphanHangup { members })
+}
+
+impl OrphanHangup {
+    /// Waits for the program at most `grace`; with `kill_program`, SIGKILLs it if
+    /// it is still running then (and waits 2 s more). Once the program has ended,
+    /// whatever is left of its session after [`KILL_GRACE`] is killed, as the daemon
+    /// does after a kill. Returns whether the program ended.
+    pub fn finish(self, program: &PidFd, grace: std::time::Duration, kill_program: bool) -> bool {
+        let mut ended = program.wait_exit(grace);
+        if !ended && kill_program {
+            let _ = program.send_signal(libc::SIGKILL);
+            ended = program.wait_exit(std::time::Duration::from_secs(2));
+        }
+        if ended {
+            kill_remaining(self.members, KILL_GRACE);
+        }
+        ended
+    }
+}
+
 /// Whether `pid` is a zombie or dead (exited, not yet reaped). Such a process still
 /// answers signal 0, but it is gone: an orphaned daemon whose init does not reap
 /// stays a zombie forever.
@@ -363,7 +490,42 @@ mod tests {
         assert!(signalled[0].wait_exit(std::time::Duration::from_secs(10)));
         leader.kill().unwrap();
         leader.wait().unwrap();
+        // A leader proven by pidfd that has ended: its pid may name another session
+        // now, so nothing is scanned into a hangup.
+        let gone = std::process::Command::new("true").spawn().unwrap();
+        let fd = PidFd::open(gone.id()).unwrap();
+        let mut gone = gone;
+        gone.wait().unwrap();
+        assert!(hang_up_session(Leader::Running(&fd)).is_none());
+        assert!(matches!(
+            hang_up_orphan(&fd, libc::SIGTERM),
+            Err(OrphanError::Gone)
+        ));
         assert_eq!(parse_session("1 (a) b) S 1 2 3 4 5"), Some(3));
+    }
+
+    #[test]
+    fn an_orphaned_session_is_ended_whole() {
+        use std::os::unix::process::CommandExt;
+        // The background member ignores SIGHUP: only the SIGKILL after the grace
+        // ends it.
+        let mut leader = std::process::Command::new("sh");
+        leader.args(["-c", "trap '' HUP; sleep 1000 & wait"]);
+        // SAFETY: setsid is async-signal-safe.
+        unsafe {
+            leader.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+        }
+        let mut leader = leader.spawn().unwrap();
+        while session_members(leader.id()).is_empty() {
+            std::thread::yield_now();
+        }
+        let program = PidFd::open(leader.id()).unwrap();
+        let hung = hang_up_orphan(&program, libc::SIGTERM).unwrap();
+        assert_eq!(hung.members.len(), 1);
+        let member = PidFd::open(hung.members[0].pid()).unwrap();
+        assert!(hung.finish(&program, std::time::Duration::from_secs(10), true));
+        assert!(member.wait_exit(std::time::Duration::from_secs(10)));
+        leader.wait().unwrap();
     }
 
     #[test]

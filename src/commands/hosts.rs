@@ -70,10 +70,25 @@ fn receipt_of(command: &Command) -> Option<&std::path::Path> {
     pre.receipt.as_deref()
 }
 
+/// `--local`: the command runs here, whatever `$LATCH_HOST` or a REF's colon say;
+/// beside a `--host` of its own (not `$LATCH_HOST`'s) it is a usage error.
+fn local_only(cli: &Cli) -> Result<Option<Route>, ClientError> {
+    let from_env: Vec<String> = std::env::var("LATCH_HOST")
+        .map(|v| v.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    if !cli.host.is_empty() && cli.host != from_env {
+        return Err(usage("--local and --host cannot both be given"));
+    }
+    Ok(None)
+}
+
 /// The hosts a command names (`--host`, `$LATCH_HOST`, a `HOST:ID` REF), if any.
 pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
     if matches!(cli.command, Some(Command::Bridge)) {
         return Ok(None);
+    }
+    if cli.local {
+        return local_only(cli);
     }
     let mut hosts = cli
         .host
@@ -82,8 +97,14 @@ pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
         .map(|h| Host::parse(h).map_err(|e| usage(format!("--host: {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
     hosts.dedup();
+    // No HOST starts with `.`: `./prod:db` is a local display name (SPEC.md §12.1).
+    let given = cli
+        .command
+        .as_ref()
+        .and_then(reference_of)
+        .filter(|r| !r.starts_with('.'));
     let mut reference = None;
-    if let Some(r) = cli.command.as_ref().and_then(reference_of) {
+    if let Some(r) = given {
         if let Some((host, rest)) = remote::split_ref(r)? {
             if !hosts.is_empty() && hosts != [host.clone()] {
                 return Err(usage(format!(
@@ -877,15 +898,7 @@ fn ls(
     };
     let mut code = exit::OK;
     let mut rows = Vec::new();
-    let mut table = output::Table::new(&[
-        ("HOST", 12),
-        ("ID", 20),
-        ("STATUS", 11),
-        ("AGE", 4),
-        ("NAME", 16),
-        ("COMMAND", 0),
-    ])
-    .whole(1);
+    let mut table = output::Table::new(&["HOST", "ID", "STATUS", "AGE", "NAME", "COMMAND"]);
     for (host, answer) in answers {
         match answer {
             Ok(entries) => {
@@ -912,7 +925,7 @@ fn ls(
                 }
             }
             Err(e) => {
-                eprintln!("latch: {e}");
+                eprintln!("latch: {}", output::escape(&e.to_string()));
                 code = fail_code;
                 let status = if e.exit_code() == exit::UNREACHABLE {
                     "unreachable"

@@ -113,9 +113,7 @@ pub(crate) fn gc(
     } else if reports.is_empty() {
         println!("nothing to clean up");
     } else {
-        let mut t =
-            output::Table::new(&[("ID", 20), ("OBSERVED", 8), ("ACTION", 27), ("REASON", 0)])
-                .whole(0);
+        let mut t = output::Table::new(&["ID", "OBSERVED", "ACTION", "REASON"]);
         for r in &reports {
             t.row(vec![
                 r.id.clone(),

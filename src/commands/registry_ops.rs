@@ -139,13 +139,19 @@ pub(crate) fn print_status(
         .to_string(),
         None => derived.to_string(),
     };
-    let field = |k: &str, v: &str| println!("{:<13}{v}", format!("{k}:"));
+    // Values are escaped for a terminal (SPEC §10): a command, a name or a cwd may
+    // hold control characters.
+    let field = |k: &str, v: &str| println!("{:<13}{}", format!("{k}:"), output::escape(v));
     field("id", r.id.as_str());
     field("incarnation", &r.incarnation.to_string());
     field("name", r.display_name.as_deref().unwrap_or("-"));
     field("status", &status);
     field("command", &output::shell_join(&r.command));
     field("cwd", &r.cwd);
+    if !r.tags.is_empty() {
+        let tags: Vec<String> = r.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        field("tags", &tags.join(" "));
+    }
     field(
         "created",
         &format!(
@@ -223,7 +229,11 @@ fn patched(
     } else if done.changed.is_empty() {
         println!("{}: unchanged", target.session.id);
     } else {
-        println!("{}: changed {}", target.session.id, done.changed.join(", "));
+        println!(
+            "{}: changed {}",
+            target.session.id,
+            output::escape(&done.changed.join(", "))
+        );
     }
     Ok(exit::OK)
 }
@@ -282,7 +292,7 @@ pub(crate) fn receipt(
             owner: receipt.as_ref().and_then(|r| r.owner.clone()),
         })?;
     } else {
-        println!("{}: {detail}", verdict.name());
+        println!("{}: {}", verdict.name(), output::escape(&detail));
     }
     Ok(verdict.exit_code())
 }

@@ -1,7 +1,6 @@
 //! Sessions and their terminals: new, attach, peek, send, resize.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -401,18 +400,13 @@ pub(crate) fn resize(
     Ok(exit::OK)
 }
 
-/// Prints a screen, ending it with a newline if it lacks one.
+/// Prints a screen, ending it with a newline if it lacks one. A failed stdout is
+/// `output`'s (SPEC §10): never an error here.
 pub(crate) fn print_screen(screen: &[u8]) -> Result<(), ClientError> {
-    let mut out = std::io::stdout().lock();
-    let r = out.write_all(screen).and_then(|()| {
-        if screen.last().is_some_and(|&b| b != b'\n') {
-            out.write_all(b"\n")
-        } else {
-            Ok(())
-        }
-    });
-    r.and_then(|()| out.flush())
-        .map_err(|e| ClientError::Other(e.to_string()))
+    if crate::output::out_bytes(screen) && screen.last().is_some_and(|&b| b != b'\n') {
+        crate::output::out_bytes(b"\n");
+    }
+    Ok(())
 }
 
 pub(crate) fn peek(
@@ -563,26 +557,23 @@ pub(crate) fn follow_attached(
     print_screen(render(rows, cols, &attached.screen).as_bytes())?;
     let mut reader = attached.reader;
     let mut strip = latch_screen::PlainStream::default();
-    let mut out = std::io::stdout();
-    let io = |e: std::io::Error| ClientError::Other(e.to_string());
-    loop {
+    // Following ends when stdout does (SPEC §10: exit 141 or 13).
+    while crate::output::stdout_ok() {
         match reader.next_event()? {
             AttachEvent::Output(b) => {
                 if plain {
-                    out.write_all(strip.strip(&b).as_bytes()).map_err(io)?;
+                    crate::output::out_bytes(strip.strip(&b).as_bytes());
                 } else {
-                    out.write_all(&b).map_err(io)?;
+                    crate::output::out_bytes(&b);
                 }
-                out.flush().map_err(io)?;
             }
             AttachEvent::Geometry { rows: r, cols: c } => (rows, cols) = (r, c),
             // Fell behind: what was missed is not sent; a fresh screen is.
             AttachEvent::Screen(b) => {
-                out.write_all(b"\n").map_err(io)?;
+                crate::output::out_bytes(b"\n");
                 print_screen(render(rows, cols, &b).as_bytes())?;
             }
             AttachEvent::Exit(s) => {
-                out.flush().map_err(io)?;
                 eprintln!("\n{}", attach::ended_line(id, s.code, s.signal));
                 return Ok(attach::program_code(s.code, s.signal));
             }
@@ -598,4 +589,5 @@ pub(crate) fn follow_attached(
             _ => {}
         }
     }
+    Ok(exit::OK)
 }

@@ -114,6 +114,14 @@ pub enum Command {
         /// with its code.
         #[arg(short = 'f', long, conflicts_with_all = ["wait", "full"])]
         follow: bool,
+        /// The output written after output cursor N (from `status --json`'s
+        /// `outputCursor`), as plain text; checked against the creation only with
+        /// ID@INCARNATION or --expect.
+        #[arg(long, value_name = "N", conflicts_with_all = ["wait", "full", "follow", "ansi"])]
+        since: Option<u64>,
+        /// With --since: the raw bytes, escape sequences and all.
+        #[arg(long, requires = "since")]
+        raw: bool,
     },
     /// Send text (or, with --keys, key names such as Enter, C-c, Up) to a session.
     Send {

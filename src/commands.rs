@@ -5,6 +5,7 @@ mod hosts;
 mod lifecycle;
 mod registry_ops;
 mod sessions;
+mod turns;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -147,9 +148,14 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             wait,
             timeout,
             follow,
+            since,
+            raw,
         } => {
             if follow {
                 return sessions::peek_follow(root, &target, !ansi);
+            }
+            if let Some(since) = since {
+                return turns::peek_since(root, &target, since, raw, json);
             }
             sessions::peek(root, &target, !ansi, full, wait.as_deref(), secs(timeout)?)
         }

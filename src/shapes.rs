@@ -187,6 +187,7 @@ impl From<&StatusReply> for DaemonJson {
 
 /// `status --json`: the session object, plus the daemon's report when it answered.
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StatusJson {
     #[serde(flatten)]
     pub session: SessionJson,
@@ -195,6 +196,64 @@ pub struct StatusJson {
     /// For an ended session: the command that removes it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The output cursor (a daemon of protocol version 3, SPEC §4.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_cursor: Option<u64>,
+    /// When the program last wrote, ms since the epoch (null: never).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_output_at: Option<Option<u64>>,
+    /// The shell, from its marks (SPEC §4.6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shell: Option<ShellJson>,
+    /// The terminal's foreground process group, from `/proc`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub foreground: Option<ForegroundJson>,
+}
+
+/// `shell` of `status --json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShellJson {
+    pub state: &'static str,
+    pub command: Option<String>,
+    pub cwd: Option<String>,
+    pub last_exit: Option<i32>,
+}
+
+impl From<&latch_wire::ShellFacts> for ShellJson {
+    fn from(s: &latch_wire::ShellFacts) -> Self {
+        Self {
+            state: s.state.as_str(),
+            command: s.command.clone(),
+            cwd: s.cwd.clone(),
+            last_exit: s.last_exit,
+        }
+    }
+}
+
+/// `foreground` of `status --json`: the process group reading the terminal.
+#[derive(Debug, Clone, Serialize)]
+pub struct ForegroundJson {
+    pub pid: u32,
+    pub name: Option<String>,
+}
+
+/// `peek --since --json`: the output after a cursor (SPEC §10).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputJson {
+    pub id: String,
+    pub incarnation: String,
+    pub output_range: RangeJson,
+    pub dropped_bytes: u64,
+    pub output: String,
+}
+
+/// `outputRange`: a range of output cursors, `end` excluded.
+#[derive(Debug, Clone, Serialize)]
+pub struct RangeJson {
+    pub start: u64,
+    pub end: u64,
 }
 
 /// `kill --json` and `rm --json`.
@@ -470,8 +529,26 @@ mod tests {
             session: session(with.then_some("why")),
             daemon: with.then(daemon),
             hint: with.then(|| "latch rm a".into()),
+            output_cursor: with.then_some(7),
+            last_output_at: with.then_some(None),
+            shell: with.then(shell),
+            foreground: with.then_some(ForegroundJson { pid: 9, name: None }),
         };
         check(&shapes, "status", v(&status(true)), v(&status(false)));
+        check(&shapes, "shell", v(&shell()), v(&shell()));
+        let fg = ForegroundJson {
+            pid: 1,
+            name: Some("vim".into()),
+        };
+        check(&shapes, "foreground", v(&fg), v(&fg));
+        let output = OutputJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            output_range: RangeJson { start: 0, end: 2 },
+            dropped_bytes: 0,
+            output: "ok".into(),
+        };
+        check(&shapes, "output", v(&output), v(&output));
         check(&shapes, "daemon", v(&daemon()), v(&daemon()));
         let action = ActionJson {
             id: "a".into(),
@@ -514,7 +591,16 @@ mod tests {
             error: "e".into(),
         };
         check(&shapes, "host down", v(&down), v(&down));
-        assert_eq!(shapes.len(), 14, "a shape in SPEC §10 without a type here");
+        assert_eq!(shapes.len(), 17, "a shape in SPEC §10 without a type here");
+    }
+
+    fn shell() -> ShellJson {
+        ShellJson::from(&latch_wire::ShellFacts {
+            state: latch_wire::ShellPhase::Prompt,
+            command: None,
+            cwd: Some("/".into()),
+            last_exit: Some(0),
+        })
     }
 
     /// Serialising any shape to a JSON value, through one signature.

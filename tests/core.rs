@@ -327,8 +327,10 @@ fn effects_before_hello_or_bind_are_refused_and_change_nothing() {
         })
         .collect();
     assert_eq!(codes, vec![ErrorCode::NotBound; 5], "{got:?}");
+    // This client speaks version 3: STATUS is answered with STATUS3 (SPEC §4.2).
     assert!(
-        matches!(got.last(), Some(ServerFrame::Status(st)) if st.incarnation.to_string() == inc)
+        matches!(got.last(), Some(ServerFrame::Status3(st)) if st.base.incarnation.to_string() == inc),
+        "{got:?}"
     );
     // Wrong, truncated-then-refused, foreign incarnations.
     let wrong = Incarnation::from_parts([9; 16], [9; 16]);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use latch_client::{AttachEvent, ClientError};
-use latch_wire::{ClientCodec, ClientFrame, ErrorCode, SessionId, VersionRange, SUPPORTED};
+use latch_wire::{ClientCodec, ClientFrame, ErrorCode, SessionId, VersionRange};
 use support::{alive, client, sref, wait_process_exit, Reg};
 
 fn pid(v: &serde_json::Value) -> u32 {
@@ -42,7 +42,8 @@ fn raw_hello(reg: &Reg, id: &str) -> UnixStream {
     codec
         .encode_client(
             &ClientFrame::Hello {
-                versions: SUPPORTED,
+                // A version-2 client: its stream has no CUT (SPEC §4.2).
+                versions: VersionRange { min: 2, max: 2 },
                 client: "robustness-test".into(),
             },
             &mut buf,
@@ -144,7 +145,7 @@ fn a_client_that_falls_behind_is_resynchronised_not_cut_off() {
                 output_bytes += b.len();
                 seen_done |= String::from_utf8_lossy(&b).contains("FLOOD-DONE");
             }
-            AttachEvent::Geometry { .. } => {}
+            AttachEvent::Geometry { .. } | AttachEvent::Cut(_) => {}
             other => panic!("unexpected {other:?}"),
         }
         if seen_done {
@@ -164,7 +165,7 @@ fn a_client_that_falls_behind_is_resynchronised_not_cut_off() {
             AttachEvent::Output(b) | AttachEvent::Screen(b) => {
                 live.push_str(&String::from_utf8_lossy(&b))
             }
-            AttachEvent::Geometry { .. } => {}
+            AttachEvent::Geometry { .. } | AttachEvent::Cut(_) => {}
             other => panic!("unexpected {other:?}"),
         }
     }

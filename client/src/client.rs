@@ -658,10 +658,19 @@ impl Client {
     /// fails with `Replaced` unless the daemon is exactly `session`, and with
     /// `NotOwner` unless it reports the required owner (if any).
     pub fn status_of(&self, session: &SessionRef) -> Result<latch_wire::StatusReply, ClientError> {
+        Ok(self.status_full_of(session)?.0)
+    }
+
+    /// [`status_of`](Self::status_of) with a version-3 daemon's output facts
+    /// (the output cursor, the shell; SPEC.md §4.2), `None` from version 2.
+    pub fn status_full_of(
+        &self,
+        session: &SessionRef,
+    ) -> Result<(latch_wire::StatusReply, Option<latch_wire::OutputFacts>), ClientError> {
         let mut conn = self.open_to(session)?;
-        let st = conn.status()?;
+        let (st, output) = conn.status_full()?;
         self.check_daemon_is(session, &st)?;
-        Ok(st)
+        Ok((st, output))
     }
 
     /// Sends `signal` through a bound connection; with `wait`, waits until the daemon

@@ -158,6 +158,13 @@ impl Connection {
         self.run(proto::status())
     }
 
+    /// STATUS with a version-3 daemon's output facts (`None` from version 2).
+    pub fn status_full(
+        &mut self,
+    ) -> Result<(StatusReply, Option<latch_wire::OutputFacts>), ClientError> {
+        self.run(proto::status_full())
+    }
+
     /// Binds to `target`; the daemon refuses any other creation
     /// ([`ClientError::Replaced`]).
     pub fn bind(mut self, target: &SessionRef) -> Result<Bound, ClientError> {
@@ -199,6 +206,29 @@ impl Bound {
     /// The daemon's status (authored from its memory).
     pub fn status(&mut self) -> Result<StatusReply, ClientError> {
         self.conn.status()
+    }
+
+    /// The daemon's status and, from a daemon of protocol version 3, its output
+    /// facts: the output cursor, when the program last wrote, and the shell's
+    /// state (SPEC.md §4.2, §4.6); `None` from a version-2 daemon.
+    pub fn status_full(
+        &mut self,
+    ) -> Result<(StatusReply, Option<latch_wire::OutputFacts>), ClientError> {
+        self.conn.status_full()
+    }
+
+    /// The output the program wrote after output cursor `since` that the daemon
+    /// still holds (its ring, SPEC.md §8), at most `max` bytes, with how much after
+    /// `since` was lost. A cursor means something only in the creation this
+    /// connection is bound to. A version-2 daemon: [`ClientError::Protocol`]
+    /// (exit 8).
+    pub fn output_since(
+        &mut self,
+        since: u64,
+        max: u32,
+    ) -> Result<latch_wire::OutputRange, ClientError> {
+        let op = proto::output_since(&self.conn.negotiated, since, max)?;
+        self.conn.run(op)
     }
 
     /// One snapshot of the screen.
@@ -259,7 +289,8 @@ impl Bound {
         cols: u16,
         mode: AttachMode,
     ) -> Result<Attached, ClientError> {
-        let preface = self.conn.run(proto::attach(rows, cols, mode))?;
+        let cursors = self.conn.negotiated.version >= latch_wire::CURSORS_VERSION;
+        let preface = self.conn.run(proto::attach(rows, cols, mode, cursors))?;
         self.conn.reader.set_timeout(None)?;
         Ok(Attachment::new(
             preface,
@@ -306,6 +337,11 @@ pub enum AttachEvent {
     },
     /// The daemon closed the connection.
     Closed,
+    /// After a resynchronisation's [`Screen`](Self::Screen), from a daemon of
+    /// version 3: the output cursor at that cut (the output after it continues
+    /// from there; what was skipped is the difference of two cursors) and the
+    /// shell there (SPEC.md §4.7).
+    Cut(latch_wire::CutFacts),
 }
 
 /// The reading half of an attachment.

@@ -234,6 +234,29 @@ impl Bound {
         self.conn.status().await
     }
 
+    /// The daemon's status and, from a daemon of protocol version 3, its output
+    /// facts: the output cursor, when the program last wrote, and the shell's
+    /// state (SPEC.md §4.2, §4.6); `None` from a version-2 daemon.
+    pub async fn status_full(
+        &mut self,
+    ) -> Result<(StatusReply, Option<latch_wire::OutputFacts>), ClientError> {
+        self.conn.run(proto::status_full()).await
+    }
+
+    /// The output the program wrote after output cursor `since` that the daemon
+    /// still holds (its ring, SPEC.md §8), at most `max` bytes, with how much after
+    /// `since` was lost. A cursor means something only in the creation this
+    /// connection is bound to. A version-2 daemon: [`ClientError::Protocol`]
+    /// (exit 8).
+    pub async fn output_since(
+        &mut self,
+        since: u64,
+        max: u32,
+    ) -> Result<latch_wire::OutputRange, ClientError> {
+        let op = proto::output_since(&self.conn.negotiated, since, max)?;
+        self.conn.run(op).await
+    }
+
     /// One snapshot of the screen.
     pub async fn peek(&mut self, opts: PeekOptions) -> Result<Bytes, ClientError> {
         self.conn.run(proto::peek(opts)).await
@@ -292,7 +315,11 @@ impl Bound {
         cols: u16,
         mode: AttachMode,
     ) -> Result<Attached, ClientError> {
-        let preface = self.conn.run(proto::attach(rows, cols, mode)).await?;
+        let cursors = self.conn.negotiated.version >= latch_wire::CURSORS_VERSION;
+        let preface = self
+            .conn
+            .run(proto::attach(rows, cols, mode, cursors))
+            .await?;
         Ok(Attachment::new(
             preface,
             AttachReader {

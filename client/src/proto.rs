@@ -13,7 +13,8 @@ use std::path::Path;
 use bytes::{Bytes, BytesMut};
 use latch_wire::client::{ClientHandshake, HandshakeError, Negotiated};
 use latch_wire::{
-    ClientCodec, ClientFrame, ErrorCode, FrameError, ServerFrame, SessionRef, StatusReply,
+    ClientCodec, ClientFrame, CutFacts, ErrorCode, FrameError, OutputFacts, OutputRange,
+    ServerFrame, SessionRef, StatusReply, CURSORS_VERSION,
 };
 
 use crate::conn::AttachEvent;
@@ -315,17 +316,72 @@ pub(crate) fn bind(target: &SessionRef) -> Op<()> {
     }
 }
 
-/// STATUS (legal before BIND).
+/// STATUS (legal before BIND): a version-2 daemon's STATUS, or a version-3
+/// daemon's STATUS3 less its output facts.
 pub(crate) fn status() -> Op<StatusReply> {
     Op {
         send: vec![ClientFrame::Status],
+        step: Box::new(|f| Step::Done(reply(f).and_then(status_reply).map(|(s, _)| s))),
+    }
+}
+
+/// STATUS with what a version-3 daemon adds (`None` from a version-2 one).
+pub(crate) fn status_full() -> Op<(StatusReply, Option<OutputFacts>)> {
+    Op {
+        send: vec![ClientFrame::Status],
+        step: Box::new(|f| Step::Done(reply(f).and_then(status_reply))),
+    }
+}
+
+fn status_reply(f: ServerFrame) -> Result<(StatusReply, Option<OutputFacts>), ClientError> {
+    match f {
+        ServerFrame::Status(s) => Ok((*s, None)),
+        ServerFrame::Status3(s) => {
+            let s = *s;
+            Ok((s.base, Some(s.output)))
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// OUTPUT_SINCE (SPEC.md §4.2): the held output after `since`, at most `max`
+/// bytes. A daemon of version 2 has no output cursor: a protocol mismatch (exit
+/// 8) naming both versions, with nothing sent.
+pub(crate) fn output_since(
+    negotiated: &Negotiated,
+    since: u64,
+    max: u32,
+) -> Result<Op<OutputRange>, ClientError> {
+    needs_version(negotiated, CURSORS_VERSION, "output cursors")?;
+    Ok(Op {
+        send: vec![ClientFrame::OutputSince { since, max }],
         step: Box::new(|f| {
             Step::Done(reply(f).and_then(|f| match f {
-                ServerFrame::Status(s) => Ok(*s),
+                ServerFrame::OutputRange(r) => Ok(r),
                 other => Err(unexpected(&other)),
             }))
         }),
+    })
+}
+
+/// A mismatch unless the connection speaks `version` or later.
+pub(crate) fn needs_version(
+    negotiated: &Negotiated,
+    version: u16,
+    what: &str,
+) -> Result<(), ClientError> {
+    if negotiated.version >= version {
+        return Ok(());
     }
+    Err(ClientError::protocol(
+        Mismatch::Version,
+        format!(
+            "{what} need protocol version {version}; this session's daemon speaks version {} \
+             (this latch speaks {})",
+            negotiated.version,
+            latch_wire::SUPPORTED
+        ),
+    ))
 }
 
 /// One PEEK.
@@ -374,6 +430,7 @@ pub(crate) struct Preface {
     pub(crate) rows: u16,
     pub(crate) cols: u16,
     pub(crate) screen: Bytes,
+    pub(crate) cut: Option<CutFacts>,
 }
 
 /// An attached session, blocking ([`crate::Attached`]) or async
@@ -387,6 +444,9 @@ pub struct Attachment<R, W> {
     pub cols: u16,
     /// The screen cut at attach time (ANSI, repaints a terminal).
     pub screen: Bytes,
+    /// From a daemon of protocol version 3: the output cursor at the cut (the
+    /// first output after it starts there) and the shell there (SPEC.md §4.7).
+    pub cut: Option<CutFacts>,
     /// Reads the live stream.
     pub reader: R,
     /// Sends input, resizes and detach.
@@ -399,15 +459,17 @@ impl<R, W> Attachment<R, W> {
             rows: preface.rows,
             cols: preface.cols,
             screen: preface.screen,
+            cut: preface.cut,
             reader,
             writer,
         }
     }
 }
 
-/// ATTACH: GEOMETRY, then SCREEN.
-pub(crate) fn attach(rows: u16, cols: u16, mode: AttachMode) -> Op<Preface> {
+/// ATTACH: GEOMETRY, then SCREEN, then (version 3, `cursors`) CUT.
+pub(crate) fn attach(rows: u16, cols: u16, mode: AttachMode, cursors: bool) -> Op<Preface> {
     let mut size = None;
+    let mut cut_screen = None;
     Op {
         send: vec![ClientFrame::Attach(AttachRequest {
             rows,
@@ -419,8 +481,25 @@ pub(crate) fn attach(rows: u16, cols: u16, mode: AttachMode) -> Op<Preface> {
                 size = Some((rows, cols));
                 Step::More
             }
-            (Ok(ServerFrame::Screen(screen)), Some((rows, cols))) => {
-                Step::Done(Ok(Preface { rows, cols, screen }))
+            (Ok(ServerFrame::Screen(screen)), Some((rows, cols))) if !cursors => {
+                Step::Done(Ok(Preface {
+                    rows,
+                    cols,
+                    screen,
+                    cut: None,
+                }))
+            }
+            (Ok(ServerFrame::Screen(screen)), Some(_)) if cut_screen.is_none() => {
+                cut_screen = Some(screen);
+                Step::More
+            }
+            (Ok(ServerFrame::Cut(cut)), Some((rows, cols))) if cut_screen.is_some() => {
+                Step::Done(Ok(Preface {
+                    rows,
+                    cols,
+                    screen: cut_screen.take().unwrap_or_default(),
+                    cut: Some(cut),
+                }))
             }
             (Ok(other), _) => Step::Done(Err(unexpected(&other))),
             (Err(e), _) => Step::Done(Err(e)),
@@ -438,6 +517,7 @@ pub(crate) fn attach_event(f: Option<ServerFrame>) -> Option<Result<AttachEvent,
         Some(ServerFrame::Screen(b)) => AttachEvent::Screen(b),
         Some(ServerFrame::Detached) => AttachEvent::Detached,
         Some(ServerFrame::Error { code, detail }) => AttachEvent::Error { code, detail },
+        Some(ServerFrame::Cut(c)) => AttachEvent::Cut(c),
         Some(ServerFrame::Pong(_)) => return None,
         Some(other) => return Some(Err(unexpected(&other))),
     }))
@@ -464,7 +544,10 @@ pub(crate) fn closed_outcome(
 /// `Ok(())`: look at the screen again.
 pub(crate) fn wait_wake(event: AttachEvent, text: &str) -> Result<(), ClientError> {
     match event {
-        AttachEvent::Output(_) | AttachEvent::Screen(_) | AttachEvent::Geometry { .. } => Ok(()),
+        AttachEvent::Output(_)
+        | AttachEvent::Screen(_)
+        | AttachEvent::Geometry { .. }
+        | AttachEvent::Cut(_) => Ok(()),
         AttachEvent::Exit(_) | AttachEvent::Closed | AttachEvent::Detached => {
             Err(ClientError::unreachable(
                 UnreachableCause::Exited,
@@ -486,4 +569,35 @@ pub(crate) fn wait_timed_out(text: &str, timeout: std::time::Duration) -> Client
         "{text:?} did not appear within {:.1} s",
         timeout.as_secs_f64()
     ))
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+    use latch_wire::Limits;
+
+    fn negotiated(version: u16) -> Negotiated {
+        Negotiated {
+            version,
+            limits: Limits {
+                max_client_frame: 65_536,
+                max_server_frame: 16 << 20,
+                client_queue_bytes: 8 << 20,
+            },
+        }
+    }
+
+    /// A command that needs cursors, against a version-2 daemon: exit 8 naming
+    /// both versions, with nothing sent (SPEC.md §4.2).
+    #[test]
+    fn output_since_needs_version_3() {
+        let Err(e) = output_since(&negotiated(2), 0, 1) else {
+            panic!("a version-2 daemon has no output cursor")
+        };
+        assert_eq!(e.exit_code(), crate::exit::PROTOCOL);
+        let text = e.to_string();
+        assert!(text.contains("version 3"), "{text}");
+        assert!(text.contains("speaks version 2"), "{text}");
+        assert!(output_since(&negotiated(3), 0, 1).is_ok());
+    }
 }

@@ -269,8 +269,11 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
             client.send(frame);
         }
         Out::Status => {
+            let v3 = client.with_conn(|c| c.version()) >= Some(latch_wire::CURSORS_VERSION);
             let frame = if legacy {
                 session.legacy_status()
+            } else if v3 {
+                Outbound::Strict(ServerFrame::Status3(Box::new(session.status3())))
             } else {
                 Outbound::Strict(ServerFrame::Status(Box::new(session.status())))
             };
@@ -316,6 +319,10 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
                 }
                 Effect::Detach => {
                     session.detach(client.id);
+                    Ok(())
+                }
+                Effect::OutputSince { since, max } => {
+                    session.output_since(client, since, max);
                     Ok(())
                 }
             };

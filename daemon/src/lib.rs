@@ -44,9 +44,11 @@ macro_rules! log {
 
 mod conn;
 mod create;
+mod cursor;
 mod logging;
 mod outbound;
 mod pty;
+mod ring;
 
 mod serve;
 mod session;

@@ -81,6 +81,17 @@ pub(crate) fn cost(item: &Outbound) -> usize {
             ServerFrame::Error { detail, .. } => detail.len(),
             ServerFrame::Welcome { server, .. } => server.len(),
             ServerFrame::Status(s) => s.id.as_str().len(),
+            ServerFrame::Status3(s) => {
+                let shell = &s.output.shell;
+                s.base.id.as_str().len()
+                    + shell.command.as_ref().map_or(0, String::len)
+                    + shell.cwd.as_ref().map_or(0, String::len)
+            }
+            ServerFrame::OutputRange(r) => r.bytes.len(),
+            ServerFrame::Cut(c) => {
+                c.shell.command.as_ref().map_or(0, String::len)
+                    + c.shell.cwd.as_ref().map_or(0, String::len)
+            }
             ServerFrame::Bound { id, .. } => id.as_str().len(),
             ServerFrame::Geometry { .. }
             | ServerFrame::Exit(_)

@@ -30,6 +30,7 @@ use tokio::net::UnixListener;
 use tokio::sync::Notify;
 
 use crate::create::{Claim, Created};
+use crate::cursor::OutputLog;
 use crate::outbound::{pty_size, Peer, Phase};
 use crate::pty::{self, ChildProc};
 use crate::status;
@@ -111,6 +112,8 @@ pub(crate) struct Session {
     draining: Cell<bool>,
     /// Per terminal-event type, its rate limit (SPEC §9.9).
     event_buckets: RefCell<HashMap<&'static str, Bucket>>,
+    /// The output cursor, the ring and the shell's marks (SPEC §4.6, §8).
+    log: RefCell<OutputLog>,
 }
 
 /// A token bucket: `EVENT_BURST` events of one type at once, then one per
@@ -160,6 +163,7 @@ impl Session {
             exit: Cell::new(None),
             draining: Cell::new(false),
             event_buckets: RefCell::new(HashMap::new()),
+            log: RefCell::new(OutputLog::default()),
         };
         (session, created.listener)
     }
@@ -267,6 +271,7 @@ impl Session {
         for id in cut {
             self.detach(id);
         }
+        self.log.borrow_mut().push(data, latch_registry::now_ms());
         self.term.borrow_mut().push(data);
         self.settle();
     }
@@ -409,6 +414,7 @@ impl Session {
         // like any other.
         client.stream(Outbound::Strict(ServerFrame::Geometry { rows: r, cols: c }));
         client.stream(Outbound::Strict(ServerFrame::Screen(snapshot)));
+        self.stream_cut(client, false);
         if client.phase() != Phase::Open {
             return;
         }
@@ -464,6 +470,39 @@ impl Session {
         self.settle();
         client.stream_final(Outbound::Strict(ServerFrame::Geometry { rows: r, cols: c }));
         client.stream_final(Outbound::Strict(ServerFrame::Screen(snapshot)));
+        self.stream_cut(client, true);
+    }
+
+    /// After a stream's SCREEN, on a version-3 connection: CUT, the output cursor
+    /// and shell at that cut (SPEC §4.2), which the OUTPUT after it continues from.
+    fn stream_cut(&self, client: &Peer, last: bool) {
+        if client.with_conn(|c| c.version()) < Some(latch_wire::CURSORS_VERSION) {
+            return;
+        }
+        let frame = Outbound::Strict(ServerFrame::Cut(self.log.borrow().cut()));
+        if last {
+            client.stream_final(frame);
+        } else {
+            client.stream(frame);
+        }
+    }
+
+    /// STATUS for a version-3 connection: STATUS's fields, then the output's.
+    pub fn status3(&self) -> latch_wire::Status3 {
+        latch_wire::Status3 {
+            base: self.status(),
+            output: self.log.borrow().facts(),
+        }
+    }
+
+    /// OUTPUT_SINCE: the held output after `since`, in one reply within the frame
+    /// limit (SPEC §4.2).
+    pub fn output_since(&self, client: &Peer, since: u64, max: u32) {
+        let max = usize::try_from(max)
+            .unwrap_or(usize::MAX)
+            .min(latch_wire::limits::MAX_SERVER_FRAME - 64);
+        let range = self.log.borrow().since(since, max);
+        client.send(Outbound::Strict(ServerFrame::OutputRange(range)));
     }
 
     /// Strict PEEK: one SCREEN (a legacy PEEK is a subscription, [`join`]).

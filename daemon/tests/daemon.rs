@@ -250,8 +250,11 @@ impl Conn {
         self.try_recv().expect("connection closed")
     }
 
+    /// Negotiates version 2: these tests speak the frames of version 2, which a
+    /// daemon serves unchanged to a version-2 client (SPEC.md §4.2); version 3's
+    /// frames are tested in tests/turns.rs.
     fn hello(&mut self) {
-        let hs = ClientHandshake::default();
+        let hs = ClientHandshake::new(latch_wire::VersionRange { min: 2, max: 2 }, "daemon-test");
         self.send(hs.hello());
         let welcome = self.recv();
         hs.on_welcome(welcome).unwrap();
@@ -835,7 +838,10 @@ fn connections_are_bounded() {
     drop(held.pop());
     let mut again = loop {
         let mut c = d.connect();
-        c.send(ClientHandshake::default().hello());
+        c.send(
+            ClientHandshake::new(latch_wire::VersionRange { min: 2, max: 2 }, "daemon-test")
+                .hello(),
+        );
         match c.recv() {
             ServerFrame::Welcome { .. } => break c,
             // The daemon may not have noticed the departure yet.

@@ -64,6 +64,26 @@ pub fn parse_session(stat: &str) -> Option<u32> {
     after.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// Parses field 8 (tpgid: the foreground process group of the process's
+/// controlling terminal; -1 without one) out of a `/proc/PID/stat` line.
+pub fn parse_tpgid(stat: &str) -> Option<i64> {
+    let after = stat.get(stat.rfind(')')? + 1..)?;
+    // After ")" come fields 3 (state), 4, 5, 6, 7 (tty_nr), 8 (tpgid).
+    after.split_whitespace().nth(5)?.parse().ok()
+}
+
+/// The foreground process group of `pid`'s terminal and that group leader's name
+/// (`/proc/PGID/comm`, when it still exists): what a terminal shows as "running".
+/// Read from `/proc` only; nothing is signalled, so no proof is needed.
+pub fn foreground(pid: u32) -> Option<(u32, Option<String>)> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let pgid = u32::try_from(parse_tpgid(&stat)?).ok().filter(|&p| p > 0)?;
+    let name = fs::read_to_string(format!("/proc/{pgid}/comm"))
+        .ok()
+        .map(|n| n.trim_end().to_owned());
+    Some((pgid, name))
+}
+
 /// The session id of a live process.
 fn session_of(pid: u32) -> Option<u32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

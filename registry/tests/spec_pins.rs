@@ -28,7 +28,7 @@ fn registry_constants_match_spec() {
     assert_eq!(LOG_MAX_BYTES, 1_048_576);
     assert!(SPEC.contains("the id `defaults` is reserved\n(`RESERVED_IDS`)"));
     assert_eq!(RESERVED_IDS, ["defaults"]);
-    assert!(SPEC.contains("| version | 1 | record format |"));
+    assert!(SPEC.contains("| version | 1 | record format;"));
     assert_eq!(RECORD_VERSION, 1);
     assert!(SPEC.contains("HMAC-SHA256(key, \"latch/incarnation/v1\" || 0x00"));
     assert_eq!(INCARNATION_DOMAIN, b"latch/incarnation/v1");

@@ -11,7 +11,7 @@ use latch_client::{
 use latch_wire::{Incarnation, Owner};
 use serde::Deserialize;
 
-use super::{lifecycle, parse_expect, parse_owner, registry_ops, secs, sessions, usage};
+use super::{lifecycle, parse_expect, parse_owner, registry_ops, secs, sessions, turns, usage};
 use crate::cli::{Cli, Command, MetaOp, Preconditions, ReceiptOp, TargetArgs};
 use crate::remote::{self, ConnectRequest, Host, Relay};
 use crate::{attach, output, shapes};
@@ -315,7 +315,12 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             wait,
             timeout,
             follow,
+            since,
+            raw,
         } => {
+            if since.is_some() {
+                turns::check_flags(raw, json)?;
+            }
             let mut relay = open_target(&route, root.clone(), &target, None)?;
             if relay_final(&relay) {
                 return show_remote_final(&relay);
@@ -323,6 +328,9 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             let plain = !ansi;
             let owner = owner_of(&target.pre)?;
             let mut bound = bind(&mut relay, owner.clone())?;
+            if let Some(since) = since {
+                return turns::print_since(&mut bound, since, raw, json);
+            }
             if follow {
                 let attached = bound.attach(0, 0, AttachMode::ReadOnly)?;
                 return sessions::follow_attached(attached, &relay.target.session.id, plain);
@@ -369,12 +377,16 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                 SessionStatus::Exited { .. } | SessionStatus::Vanished => None,
                 _ => {
                     let mut conn = relay.negotiate()?;
-                    let st = conn.status()?;
+                    let (st, output) = conn.status_full()?;
                     check_daemon(&relay, &st, owner_of(&target.pre)?.as_ref())?;
-                    Some(st)
+                    Some((st, output))
                 }
             };
-            registry_ops::print_status(&record, &status, daemon.as_ref(), json)
+            let (reply, output) = match daemon {
+                Some((reply, output)) => (Some(reply), output),
+                None => (None, None),
+            };
+            registry_ops::print_status(&record, &status, reply.as_ref(), output.as_ref(), json)
         }
         Command::Kill {
             target,
@@ -686,6 +698,7 @@ fn wait_for_text(
                 emu = latch_screen::Emulator::new(rows, cols, 0);
             }
             Ok(latch_client::AttachEvent::Screen(b)) => emu.process(&b),
+            Ok(latch_client::AttachEvent::Cut(_)) => {}
             Ok(latch_client::AttachEvent::Exit(s)) => {
                 return Err(ClientError::unreachable(
                     UnreachableCause::Exited,

@@ -9,7 +9,8 @@ use super::{open, open_for, open_target, parse_expect, parse_kv, parse_owner, us
 use crate::cli::{MetaOp, ReceiptOp, TargetArgs};
 use crate::output;
 use crate::shapes::{
-    self, DaemonJson, EntryJson, LegacyDirJson, PatchedJson, SessionJson, StatusJson, VerdictJson,
+    self, DaemonJson, EntryJson, ForegroundJson, LegacyDirJson, PatchedJson, SessionJson,
+    ShellJson, StatusJson, VerdictJson,
 };
 
 pub(crate) fn ls(
@@ -108,9 +109,19 @@ pub(crate) fn status(
     // be the creation resolved.
     let daemon = match derived {
         SessionStatus::Exited { .. } | SessionStatus::Vanished => None,
-        _ => Some(client.status_of(&target.session)?),
+        _ => Some(client.status_full_of(&target.session)?),
     };
-    print_status(&target.record, &derived, daemon.as_ref(), json)
+    let (reply, output) = match daemon {
+        Some((reply, output)) => (Some(reply), output),
+        None => (None, None),
+    };
+    print_status(
+        &target.record,
+        &derived,
+        reply.as_ref(),
+        output.as_ref(),
+        json,
+    )
 }
 
 /// Prints `status` from a record, its derived status and (when asked) the daemon's
@@ -119,14 +130,25 @@ pub(crate) fn print_status(
     r: &latch_registry::Record,
     derived: &SessionStatus,
     daemon: Option<&latch_wire::StatusReply>,
+    output: Option<&latch_wire::OutputFacts>,
     json: bool,
 ) -> Result<i32, ClientError> {
     let hint = daemon.is_none().then(|| format!("latch rm {}", r.id));
+    // The terminal's foreground process group (SPEC §10), from /proc, while the
+    // daemon answers for the program.
+    let foreground = daemon
+        .filter(|s| s.exit.is_none())
+        .and_then(|s| latch_registry::proc::foreground(s.child_pid))
+        .map(|(pid, name)| ForegroundJson { pid, name });
     if json {
         shapes::print(&StatusJson {
             session: SessionJson::new(r, derived),
             daemon: daemon.map(DaemonJson::from),
             hint,
+            output_cursor: output.map(|o| o.output_cursor),
+            last_output_at: output.map(|o| o.last_output_ms),
+            shell: output.map(|o| ShellJson::from(&o.shell)),
+            foreground,
         })?;
         return Ok(exit::OK);
     }
@@ -177,6 +199,27 @@ pub(crate) fn print_status(
         "pids",
         &format!("daemon {}, program {}", r.daemon.pid, r.child.pid),
     );
+    if let Some(o) = output {
+        field("output", &format!("{} bytes", o.output_cursor));
+        let shell = &o.shell;
+        let mut line = shell.state.as_str().to_owned();
+        if let Some(c) = &shell.command {
+            line.push_str(&format!(": {c}"));
+        }
+        if let Some(code) = shell.last_exit {
+            line.push_str(&format!(" (last exit {code})"));
+        }
+        field("shell", &line);
+        if let Some(cwd) = &shell.cwd {
+            field("shell cwd", cwd);
+        }
+    }
+    if let Some(fg) = &foreground {
+        field(
+            "foreground",
+            &format!("{} ({})", fg.pid, fg.name.as_deref().unwrap_or("?")),
+        );
+    }
     field("legacy", r.legacy_policy.as_str());
     field("owner", r.owner.as_ref().map_or("-", Owner::as_str));
     if let Some(h) = &hint {

@@ -85,6 +85,9 @@ fn frame_name(f: &ServerFrame) -> &'static str {
         ServerFrame::Error { .. } => "ERROR",
         ServerFrame::Pong(_) => "PONG",
         ServerFrame::Detached => "DETACHED",
+        ServerFrame::Status3(_) => "STATUS3",
+        ServerFrame::OutputRange(_) => "OUTPUT_RANGE",
+        ServerFrame::Cut(_) => "CUT",
     }
 }
 

@@ -97,6 +97,15 @@ pub enum ClientFrame {
         /// The signal number (Linux numbering).
         signal: i32,
     },
+    /// Index 11, version 3. The output the program wrote after output cursor
+    /// `since` that the daemon's ring still holds, at most `max` bytes of it.
+    /// Reply: [`ServerFrame::OutputRange`].
+    OutputSince {
+        /// The output cursor to read from.
+        since: u64,
+        /// The most bytes wanted (the daemon sends fewer if its frame limit says so).
+        max: u32,
+    },
 }
 
 /// A frame sent by a daemon to a client.
@@ -147,6 +156,95 @@ pub enum ServerFrame {
     Pong(u64),
     /// Index 9. Answer to [`ClientFrame::Detach`]; the daemon closes next.
     Detached,
+    /// Index 10, version 3. STATUS on a version-3 connection: every field of
+    /// [`ServerFrame::Status`], then the output facts.
+    Status3(Box<Status3>),
+    /// Index 11, version 3. Answer to [`ClientFrame::OutputSince`].
+    OutputRange(OutputRange),
+    /// Index 12, version 3. On an attached version-3 connection, right after each
+    /// SCREEN of the stream (the attach cut, a resynchronisation): the output cursor
+    /// at that cut, which the OUTPUT after it continues from, and the shell there.
+    Cut(CutFacts),
+}
+
+/// STATUS of version 3 (SPEC.md §4.2): STATUS's fields, then the output's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status3 {
+    /// Every field of version 2's STATUS, in its order.
+    pub base: StatusReply,
+    /// The output cursor and the shell, as the daemon knows them.
+    pub output: OutputFacts,
+}
+
+/// What the daemon knows of its program's output (SPEC.md §4.2, §4.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputFacts {
+    /// Bytes the program has written since the creation began (the output cursor).
+    pub output_cursor: u64,
+    /// When it last wrote, milliseconds since the Unix epoch (`None`: never).
+    pub last_output_ms: Option<u64>,
+    /// The shell's state from its OSC 133 and OSC 7 marks.
+    pub shell: ShellFacts,
+}
+
+/// The shell's state (SPEC.md §4.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShellFacts {
+    /// Unknown, at its prompt, or running a command.
+    pub state: ShellPhase,
+    /// The running command's line, when the shell said it.
+    pub command: Option<String>,
+    /// The working directory it last reported.
+    pub cwd: Option<String>,
+    /// The exit code of the last command that ended with one.
+    pub last_exit: Option<i32>,
+}
+
+/// [`ShellFacts::state`]: an enum on the wire (0, 1, 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum ShellPhase {
+    /// Index 0. No mark yet, or between a command's end and the next prompt.
+    #[default]
+    Unknown,
+    /// Index 1. At its prompt.
+    Prompt,
+    /// Index 2. Running a command.
+    Running,
+}
+
+impl ShellPhase {
+    /// The name used in JSON (`unknown`, `prompt`, `running`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::Prompt => "prompt",
+            Self::Running => "running",
+        }
+    }
+}
+
+/// The answer to OUTPUT_SINCE (SPEC.md §4.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputRange {
+    /// The output cursor of the first byte of `bytes`.
+    pub start: u64,
+    /// Bytes after the asked cursor that the ring no longer holds (lost to this
+    /// reader; `start` is then past the asked cursor by this much).
+    pub dropped: u64,
+    /// The output cursor now: `start + len(bytes)` when everything was sent, more
+    /// when `max` cut the answer short.
+    pub end: u64,
+    /// The output, raw.
+    pub bytes: Bytes,
+}
+
+/// CUT's fields (SPEC.md §4.2): where a stream's SCREEN was cut.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CutFacts {
+    /// The output cursor at the cut: the first OUTPUT after it starts here.
+    pub cursor: u64,
+    /// The shell at the cut.
+    pub shell: ShellFacts,
 }
 
 /// Limits a daemon announces in WELCOME.

@@ -232,7 +232,10 @@ impl LegacyServerFrame {
             | ServerFrame::Status(_)
             | ServerFrame::Pong(_)
             | ServerFrame::Error { .. }
-            | ServerFrame::Detached => None,
+            | ServerFrame::Detached
+            | ServerFrame::Status3(_)
+            | ServerFrame::OutputRange(_)
+            | ServerFrame::Cut(_) => None,
         }
     }
 

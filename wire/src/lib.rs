@@ -71,11 +71,11 @@ pub mod fuzzing;
 pub use codec::{ClientCodec, Framing, Inbound, Outbound, ServerCodec};
 pub use error::{CodecError, FrameError};
 pub use frame::{
-    AttachRequest, ClientFrame, ErrorCode, ExitStatus, LegacyPolicy, Limits, PeekRequest,
-    ServerFrame, Size, StatusReply,
+    AttachRequest, ClientFrame, CutFacts, ErrorCode, ExitStatus, LegacyPolicy, Limits, OutputFacts,
+    OutputRange, PeekRequest, ServerFrame, ShellFacts, ShellPhase, Size, Status3, StatusReply,
 };
 pub use ids::{
     Incarnation, IncarnationError, SessionId, SessionIdError, SessionRef, SessionRefError,
 };
 pub use owner::{validate_owner, Owner, OwnerError, OWNER_MAX_CHARS};
-pub use version::{VersionRange, SUPPORTED};
+pub use version::{VersionRange, CURSORS_VERSION, SUPPORTED};

@@ -32,6 +32,9 @@ pub const REPLY_QUEUE_BYTES: usize = 256 * 1024;
 /// read-write client stops being read) or refused with `input-full` (any other
 /// connection).
 pub const INPUT_QUEUE_BYTES: usize = 1024 * 1024;
+/// The newest output a daemon keeps per creation for reads by output cursor
+/// (OUTPUT_SINCE), in bytes; allocated on the first output (SPEC.md §8).
+pub const OUTPUT_RING_BYTES: usize = 1024 * 1024;
 /// Largest terminal height a daemon accepts, in rows.
 pub const MAX_ROWS: u16 = 1_000;
 /// Largest terminal width a daemon accepts, in columns.

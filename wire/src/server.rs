@@ -37,7 +37,7 @@ use crate::frame::{
 use crate::ids::SessionRef;
 use crate::legacy::LegacyClientFrame;
 use crate::limits::{check_size, HANDSHAKE_TIMEOUT_MS, IDLE_UNBOUND_MS};
-use crate::version::{negotiate, VersionRange};
+use crate::version::{negotiate, VersionRange, CURSORS_VERSION};
 
 /// Fixed facts about the daemon, given once per connection.
 #[derive(Debug, Clone)]
@@ -60,7 +60,8 @@ pub struct Env {
     /// A kill or restart has begun: no new binds, no effects.
     pub draining: bool,
     /// The program has exited: input, resize and signals are refused with
-    /// `exited`; STATUS, PEEK and ATTACH (the last screen, then EXIT) still answer.
+    /// `exited` (the daemon closes every connection once it has recorded the
+    /// exit, SPEC.md §5.3).
     pub exited: bool,
 }
 
@@ -81,6 +82,14 @@ pub enum Effect {
     Stop(i32),
     /// The client detached; drop its attachment.
     Detach,
+    /// Send the output after `since` that the ring holds, at most `max` bytes
+    /// (version 3).
+    OutputSince {
+        /// The cursor to read from.
+        since: u64,
+        /// The most bytes wanted.
+        max: u32,
+    },
 }
 
 impl Effect {
@@ -97,7 +106,7 @@ impl Effect {
     pub fn is_mutating(&self) -> bool {
         match self {
             Self::Attach(AttachRequest { read_only, .. }) => !read_only,
-            Self::Peek(_) | Self::Detach => false,
+            Self::Peek(_) | Self::Detach | Self::OutputSince { .. } => false,
             Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_) => true,
         }
     }
@@ -281,6 +290,16 @@ impl ServerConn {
     /// The current state.
     pub fn state(&self) -> ConnState {
         self.state
+    }
+
+    /// The negotiated strict version, once negotiated (`None` before, on a legacy
+    /// connection, and once closed): it decides which STATUS a connection gets and
+    /// whether its stream carries CUT (SPEC.md §4.2).
+    pub fn version(&self) -> Option<u16> {
+        match self.state {
+            ConnState::Negotiated { version } | ConnState::Bound { version, .. } => Some(version),
+            _ => None,
+        }
     }
 
     /// Whether the connection speaks the legacy framing.
@@ -500,9 +519,22 @@ impl ServerConn {
                     Effect::Signal(signal)
                 }
             }
+            ClientFrame::OutputSince { since, max } => {
+                // A frame version 2 does not have is, on a version-2 connection,
+                // an unknown variant: `malformed` (SPEC.md §3).
+                if version < CURSORS_VERSION {
+                    self.state = ConnState::Closed;
+                    return refuse(
+                        ErrorCode::Malformed,
+                        format!(
+                            "OUTPUT_SINCE needs version {CURSORS_VERSION}; this connection speaks {version}"
+                        ),
+                    );
+                }
+                Effect::OutputSince { since, max }
+            }
         };
-        // Once the program has exited, nothing can reach it; its last screen and
-        // its exit can still be observed (SPEC.md §5.3).
+        // Once the program has exited, nothing can reach it (SPEC.md §5.3).
         if env.exited && effect.needs_program() {
             return refuse(ErrorCode::Exited, "the program has exited");
         }

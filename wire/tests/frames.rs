@@ -10,6 +10,7 @@
 
 use bytes::{Bytes, BytesMut};
 use latch_wire::{AttachRequest, PeekRequest, Size};
+use latch_wire::{CutFacts, OutputFacts, OutputRange, ShellFacts, ShellPhase, Status3};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use tokio_util::codec::{Decoder, Encoder};
@@ -237,6 +238,10 @@ fn all_client_frames() -> Vec<ClientFrame> {
         ClientFrame::Detach,
         ClientFrame::Ping(u64::MAX),
         ClientFrame::Stop { signal: 9 },
+        ClientFrame::OutputSince {
+            since: 1 << 40,
+            max: 65_536,
+        },
     ]
 }
 
@@ -284,7 +289,56 @@ fn all_server_frames() -> Vec<ServerFrame> {
         ServerFrame::error(ErrorCode::IncarnationMismatch, "another creation"),
         ServerFrame::Pong(7),
         ServerFrame::Detached,
+        ServerFrame::Status3(Box::new(Status3 {
+            base: sample_status(),
+            output: OutputFacts {
+                output_cursor: 12_345,
+                last_output_ms: Some(1_700_000_000_500),
+                shell: ShellFacts {
+                    state: ShellPhase::Running,
+                    command: Some("make -j2".into()),
+                    cwd: Some("/tmp".into()),
+                    last_exit: Some(130),
+                },
+            },
+        })),
+        ServerFrame::OutputRange(OutputRange {
+            start: 10,
+            dropped: 3,
+            end: 12,
+            bytes: Bytes::from_static(b"ok"),
+        }),
+        ServerFrame::Cut(CutFacts {
+            cursor: 99,
+            shell: ShellFacts {
+                state: ShellPhase::Prompt,
+                command: None,
+                cwd: None,
+                last_exit: None,
+            },
+        }),
     ]
+}
+
+fn sample_status() -> StatusReply {
+    let (id, incarnation) = sample_ref();
+    StatusReply {
+        id,
+        incarnation,
+        daemon_pid: 100,
+        child_pid: 101,
+        rows: 24,
+        cols: 80,
+        cursor_row: 3,
+        cursor_col: 4,
+        writers: 1,
+        readers: 2,
+        created_at_ms: 1_700_000_000_000,
+        exit: None,
+        draining: false,
+        legacy_policy: LegacyPolicy::Full,
+        owner: None,
+    }
 }
 
 fn all_legacy_client_frames() -> Vec<LegacyClientFrame> {
@@ -549,10 +603,11 @@ fn client_frame_indices_are_pinned() {
             ClientFrame::Detach => (8, "DETACH"),
             ClientFrame::Ping(_) => (9, "PING"),
             ClientFrame::Stop { .. } => (10, "STOP"),
+            ClientFrame::OutputSince { .. } => (11, "OUTPUT_SINCE"),
         }
     }
     let frames = all_client_frames();
-    assert_eq!(frames.len(), 11);
+    assert_eq!(frames.len(), 12);
     for (i, f) in frames.iter().enumerate() {
         let (want, name) = spec_index(f);
         assert_eq!(usize::from(want), i, "sample order for {name}");
@@ -574,10 +629,13 @@ fn server_frame_indices_are_pinned() {
             ServerFrame::Error { .. } => (7, "ERROR"),
             ServerFrame::Pong(_) => (8, "PONG"),
             ServerFrame::Detached => (9, "DETACHED"),
+            ServerFrame::Status3(_) => (10, "STATUS3"),
+            ServerFrame::OutputRange(_) => (11, "OUTPUT_RANGE"),
+            ServerFrame::Cut(_) => (12, "CUT"),
         }
     }
     let frames = all_server_frames();
-    assert_eq!(frames.len(), 10);
+    assert_eq!(frames.len(), 13);
     for (i, f) in frames.iter().enumerate() {
         let (want, name) = spec_index(f);
         assert_eq!(usize::from(want), i, "sample order for {name}");
@@ -744,7 +802,8 @@ fn limits_match_spec() {
     assert_eq!(HEADER_LEN, 4);
     assert_eq!(LEGACY_HEADER_LEN, 5);
     assert_eq!(&MAGIC, b"\x89LATCH\r\n");
-    assert_eq!(latch_wire::SUPPORTED, VersionRange { min: 2, max: 2 });
+    assert_eq!(latch_wire::SUPPORTED, VersionRange { min: 2, max: 3 });
+    assert_eq!(latch_wire::limits::OUTPUT_RING_BYTES, 1_048_576);
 }
 
 #[test]

@@ -44,6 +44,7 @@ fn limits_table_matches_the_code() {
         ("CLIENT_STALL_MS", CLIENT_STALL_MS),
         ("IDLE_UNBOUND_MS", IDLE_UNBOUND_MS),
         ("INPUT_QUEUE_BYTES", INPUT_QUEUE_BYTES as u64),
+        ("OUTPUT_RING_BYTES", OUTPUT_RING_BYTES as u64),
         ("MAX_ROWS", u64::from(MAX_ROWS)),
         ("MAX_COLS", u64::from(MAX_COLS)),
         ("MAX_CELLS", u64::from(MAX_CELLS)),
@@ -95,6 +96,7 @@ fn frame_tables_match_the_code() {
             ("8", "DETACH"),
             ("9", "PING"),
             ("10", "STOP"),
+            ("11", "OUTPUT_SINCE (v3)"),
         ]
     );
     let server = table("### 4.2 Server frames");
@@ -102,8 +104,19 @@ fn frame_tables_match_the_code() {
     assert_eq!(
         names,
         [
-            "WELCOME", "STATUS", "BOUND", "GEOMETRY", "SCREEN", "OUTPUT", "EXIT", "ERROR", "PONG",
-            "DETACHED"
+            "WELCOME",
+            "STATUS",
+            "BOUND",
+            "GEOMETRY",
+            "SCREEN",
+            "OUTPUT",
+            "EXIT",
+            "ERROR",
+            "PONG",
+            "DETACHED",
+            "STATUS3 (v3)",
+            "OUTPUT_RANGE (v3)",
+            "CUT (v3)",
         ]
     );
     // The indices themselves are pinned to the encoder in tests/frames.rs.
@@ -138,8 +151,8 @@ fn prose_constants_match_the_code() {
     assert_eq!(MAGIC, [0x89, 0x4C, 0x41, 0x54, 0x43, 0x48, 0x0D, 0x0A]);
     assert!(SPEC.contains("`SESSION_ID_MAX_LEN = 64`"));
     assert_eq!(ids::SESSION_ID_MAX_LEN, 64);
-    assert!(SPEC.contains("`SUPPORTED = {min: 2, max: 2}`"));
-    assert_eq!((version::SUPPORTED.min, version::SUPPORTED.max), (2, 2));
+    assert!(SPEC.contains("`SUPPORTED = {min: 2, max: 3}`"));
+    assert_eq!((version::SUPPORTED.min, version::SUPPORTED.max), (2, 3));
     assert!(SPEC.contains("lowercase hex; 68 characters"));
     assert_eq!(ids::INCARNATION_TEXT_LEN, 68);
     assert!(SPEC.contains("\"latch/incarnation/v1\""));

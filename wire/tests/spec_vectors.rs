@@ -14,6 +14,7 @@ use latch_wire::{
     ClientFrame, ErrorCode, ExitStatus, Incarnation, LegacyPolicy, Limits, Owner, ServerFrame,
     SessionId, StatusReply, VersionRange,
 };
+use latch_wire::{CutFacts, OutputFacts, OutputRange, ShellFacts, ShellPhase, Status3};
 
 const SPEC: &str = include_str!("../../SPEC.md");
 
@@ -72,6 +73,13 @@ fn client_vectors() -> Vec<(&'static str, ClientFrame)> {
         ("DETACH", ClientFrame::Detach),
         ("PING 7", ClientFrame::Ping(7)),
         ("STOP {signal 1}", ClientFrame::Stop { signal: 1 }),
+        (
+            "OUTPUT_SINCE {since 300, max 65536}",
+            ClientFrame::OutputSince {
+                since: 300,
+                max: 65_536,
+            },
+        ),
     ]
 }
 
@@ -142,7 +150,67 @@ fn server_vectors() -> Vec<(&'static str, ServerFrame)> {
         ),
         ("PONG 7", ServerFrame::Pong(7)),
         ("DETACHED", ServerFrame::Detached),
+        (
+            "STATUS3 {STATUS as above but owner none, output 300, last output 1700000000500, running \"ls\", cwd none, last exit 1}",
+            ServerFrame::Status3(Box::new(Status3 {
+                base: StatusReply {
+                    owner: None,
+                    ..status_base()
+                },
+                output: OutputFacts {
+                    output_cursor: 300,
+                    last_output_ms: Some(1_700_000_000_500),
+                    shell: ShellFacts {
+                        state: ShellPhase::Running,
+                        command: Some("ls".into()),
+                        cwd: None,
+                        last_exit: Some(1),
+                    },
+                },
+            })),
+        ),
+        (
+            "OUTPUT_RANGE {start 298, dropped 2, end 300, \"ok\"}",
+            ServerFrame::OutputRange(OutputRange {
+                start: 298,
+                dropped: 2,
+                end: 300,
+                bytes: Bytes::from_static(b"ok"),
+            }),
+        ),
+        (
+            "CUT {cursor 300, prompt, command none, cwd \"/\", last exit 0}",
+            ServerFrame::Cut(CutFacts {
+                cursor: 300,
+                shell: ShellFacts {
+                    state: ShellPhase::Prompt,
+                    command: None,
+                    cwd: Some("/".into()),
+                    last_exit: Some(0),
+                },
+            }),
+        ),
     ]
+}
+
+fn status_base() -> StatusReply {
+    StatusReply {
+        id: id(),
+        incarnation: inc(),
+        daemon_pid: 100,
+        child_pid: 101,
+        rows: 24,
+        cols: 80,
+        cursor_row: 0,
+        cursor_col: 5,
+        writers: 1,
+        readers: 0,
+        created_at_ms: 1_700_000_000_000,
+        exit: None,
+        draining: false,
+        legacy_policy: LegacyPolicy::Observe,
+        owner: Some(Owner::new("A").unwrap()),
+    }
 }
 
 fn legacy_client_vectors() -> Vec<(&'static str, LegacyClientFrame)> {

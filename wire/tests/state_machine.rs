@@ -44,7 +44,7 @@ const FUZZ_LIMITS: Limits = Limits {
 enum F {
     Hello,
     HelloLongName,
-    HelloV3,
+    HelloFuture,
     Status,
     BindOwn,
     BindOtherId,
@@ -76,7 +76,7 @@ enum F {
 const STRICT: [F; 19] = [
     F::Hello,
     F::HelloLongName,
-    F::HelloV3,
+    F::HelloFuture,
     F::Status,
     F::BindOwn,
     F::BindOtherId,
@@ -112,9 +112,11 @@ fn other_incarnation() -> Incarnation {
     Incarnation::from_parts([0x11; 16], [0x23; 16])
 }
 
+/// The tables describe version-2 connections (version 3 adds OUTPUT_SINCE and
+/// changes nothing else: tests/version3.rs).
 fn hello_frame() -> ClientFrame {
     ClientFrame::Hello {
-        versions: SUPPORTED,
+        versions: VersionRange { min: 2, max: 2 },
         client: "test".into(),
     }
 }
@@ -138,8 +140,8 @@ impl F {
                 versions: SUPPORTED,
                 client: "x".repeat(65),
             }),
-            F::HelloV3 => strict(ClientFrame::Hello {
-                versions: VersionRange { min: 3, max: 3 },
+            F::HelloFuture => strict(ClientFrame::Hello {
+                versions: VersionRange { min: 4, max: 4 },
                 client: "future".into(),
             }),
             F::Status => strict(ClientFrame::Status),
@@ -429,7 +431,7 @@ fn accepted_strict_rows() -> Vec<Row> {
             ],
             CLOSED,
         ),
-        (F::HelloV3, err(ErrorCode::VersionUnsupported), CLOSED),
+        (F::HelloFuture, err(ErrorCode::VersionUnsupported), CLOSED),
     ];
     rows.extend(all_give(
         &STRICT[3..],
@@ -502,7 +504,7 @@ fn legacy_rows(policy: LegacyPolicy, attached: bool) -> Vec<Row> {
 
 fn negotiated_rows() -> Vec<Row> {
     let mut rows = all_give(
-        &[F::Hello, F::HelloLongName, F::HelloV3],
+        &[F::Hello, F::HelloLongName, F::HelloFuture],
         &err(ErrorCode::AlreadyNegotiated),
         CLOSED,
     );
@@ -537,7 +539,7 @@ fn negotiated_rows() -> Vec<Row> {
 /// Rows shared by every bound state.
 fn bound_common(here: ConnState) -> Vec<Row> {
     let mut rows = all_give(
-        &[F::Hello, F::HelloLongName, F::HelloV3],
+        &[F::Hello, F::HelloLongName, F::HelloFuture],
         &err(ErrorCode::AlreadyNegotiated),
         CLOSED,
     );
@@ -1286,8 +1288,8 @@ impl Pair {
 #[test]
 fn a_v2_client_and_a_2_to_3_daemon_agree_on_2() {
     let mut pair = Pair::new(VersionRange { min: 2, max: 3 });
-    let hs = ClientHandshake::default();
-    assert_eq!(SUPPORTED, VersionRange { min: 2, max: 2 });
+    let hs = ClientHandshake::new(VersionRange { min: 2, max: 2 }, "older");
+    assert_eq!(SUPPORTED, VersionRange { min: 2, max: 3 });
     let (replies, closed) = pair.round_trip(hs.hello());
     assert!(!closed);
     let [welcome] = &replies[..] else {
@@ -1319,7 +1321,7 @@ fn a_2_to_3_client_and_a_2_to_3_daemon_agree_on_3() {
 
 #[test]
 fn a_v3_only_client_is_refused_by_a_v2_daemon() {
-    let mut pair = Pair::new(SUPPORTED);
+    let mut pair = Pair::new(VersionRange { min: 2, max: 2 });
     let hs = ClientHandshake::new(VersionRange { min: 3, max: 3 }, "future");
     let (replies, closed) = pair.round_trip(hs.hello());
     assert!(closed);

@@ -1,0 +1,90 @@
+//! Commands on a creation's output by output cursor (SPEC §4.7): `peek --since`.
+
+use std::path::PathBuf;
+
+use latch_client::{exit, Bound, ClientError};
+use latch_screen::PlainStream;
+
+use crate::cli::TargetArgs;
+use crate::commands::{open_target, usage};
+use crate::shapes::{self, OutputJson, RangeJson};
+
+/// How much one OUTPUT_SINCE asks for: the whole ring fits in one answer.
+const CHUNK: u32 = 1 << 20;
+
+/// `peek REF --since N [--raw]`: the output written after cursor N that the
+/// daemon still holds, as plain text (escape sequences removed, `\r` dropped) or
+/// the raw bytes; what the ring no longer holds is said on stderr (`lagged: N
+/// bytes`) or as `droppedBytes`, never silently. A cursor is checked against its
+/// creation only when REF is `ID@INCARNATION` or `--expect` is given: the BIND
+/// then refuses a replaced creation (exit 4).
+pub(crate) fn peek_since(
+    root: Option<&PathBuf>,
+    target: &TargetArgs,
+    since: u64,
+    raw: bool,
+    json: bool,
+) -> Result<i32, ClientError> {
+    check_flags(raw, json)?;
+    let (client, target) = open_target(root, target)?;
+    let mut bound = client.connect(&target.session)?;
+    print_since(&mut bound, since, raw, json)
+}
+
+/// `--raw` and `--json` together are a usage error (exit 2).
+pub(crate) fn check_flags(raw: bool, json: bool) -> Result<(), ClientError> {
+    if raw && json {
+        return Err(usage(
+            "--raw writes the output's bytes; --json gives it as plain text: choose one",
+        ));
+    }
+    Ok(())
+}
+
+/// `peek --since` through a connection bound to the creation, wherever it lives
+/// (here, or behind `--host`).
+pub(crate) fn print_since(
+    bound: &mut Bound,
+    since: u64,
+    raw: bool,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let session = bound.target().clone();
+    let mut plain = PlainStream::default();
+    let mut text = String::new();
+    let (mut cursor, mut dropped, mut start) = (since, 0u64, None);
+    loop {
+        let range = bound.output_since(cursor, CHUNK)?;
+        dropped += range.dropped;
+        start.get_or_insert(range.start);
+        cursor = range.start + range.bytes.len() as u64;
+        if raw {
+            if !crate::output::out_bytes(&range.bytes) {
+                break;
+            }
+        } else if json {
+            text.push_str(&plain.strip(&range.bytes));
+        } else if !crate::output::out_bytes(plain.strip(&range.bytes).as_bytes()) {
+            break;
+        }
+        // Caught up with the output as it stood when the daemon answered.
+        if cursor >= range.end {
+            break;
+        }
+    }
+    if json {
+        shapes::print(&OutputJson {
+            id: session.id.to_string(),
+            incarnation: session.incarnation.to_string(),
+            output_range: RangeJson {
+                start: start.unwrap_or(since),
+                end: cursor,
+            },
+            dropped_bytes: dropped,
+            output: text,
+        })?;
+    } else if dropped > 0 {
+        eprintln!("lagged: {dropped} bytes");
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,127 @@
+//! Output cursors end to end (SPEC §4.7): `status --json`'s `outputCursor` and
+//! `shell`, `peek --since` (plain, raw, JSON), the ring's loss said, never silent,
+//! and a cursor refused in a creation it does not belong to.
+
+mod support;
+
+use support::Reg;
+
+/// Waits (event-driven) for `text` on the screen, then returns the cursor.
+fn cursor_after(reg: &Reg, id: &str, text: &str) -> u64 {
+    reg.wait_for(id, text);
+    let v = reg.run(&["status", id, "--json"]).json();
+    v["outputCursor"]
+        .as_u64()
+        .expect("a version-3 daemon reports it")
+}
+
+#[test]
+fn peek_since_prints_exactly_the_output_after_a_cursor() {
+    let reg = Reg::new();
+    reg.new_session(
+        "c",
+        &[
+            "sh",
+            "-c",
+            "printf 'one\\n'; read x; printf \"\\033[31mtwo\\033[m $x\\n\"; read y",
+        ],
+    );
+    let first = cursor_after(&reg, "c", "one");
+    assert_eq!(first, 5, "one\\n is five bytes on the terminal: one\\r\\n");
+    // Everything so far, then nothing after the end.
+    assert_eq!(reg.run(&["peek", "c", "--since", "0"]).ok(), "one\n");
+    assert_eq!(
+        reg.run(&["peek", "c", "--since", &first.to_string()]).ok(),
+        ""
+    );
+    reg.run(&["send", "c", "abc", "--keys", "Enter"]).ok();
+    let second = cursor_after(&reg, "c", "two abc");
+    // Only what came after `first`: the echo of the typed line, then the command's
+    // output with its escapes removed.
+    let after = reg.run(&["peek", "c", "--since", &first.to_string()]);
+    assert_eq!(after.ok(), "abc\ntwo abc\n");
+    assert_eq!(after.stderr, "", "nothing was lost");
+    let raw = reg.run(&["peek", "c", "--since", &first.to_string(), "--raw"]);
+    assert_eq!(raw.ok(), "abc\r\n\x1b[31mtwo\x1b[m abc\r\n");
+    let json = reg
+        .run(&["--json", "peek", "c", "--since", &first.to_string()])
+        .json();
+    assert_eq!(json["outputRange"]["start"], first);
+    assert_eq!(json["outputRange"]["end"], second);
+    assert_eq!(json["droppedBytes"], 0);
+    assert_eq!(json["output"], "abc\ntwo abc\n");
+    assert_eq!(json["id"], "c");
+    assert!(json["incarnation"].as_str().unwrap().starts_with("v1."));
+    // --raw and --json together is a usage error.
+    assert_eq!(
+        reg.run(&["--json", "peek", "c", "--since", "0", "--raw"])
+            .code,
+        2
+    );
+}
+
+#[test]
+fn output_the_ring_no_longer_holds_is_said_never_skipped() {
+    let reg = Reg::new();
+    // 3 MiB of output, more than the 1 MiB ring, then a marker.
+    reg.new_session(
+        "big",
+        &[
+            "sh",
+            "-c",
+            "head -c 3145728 /dev/zero | tr '\\0' x; echo; echo END; sleep 600",
+        ],
+    );
+    let end = cursor_after(&reg, "big", "END");
+    let ring = 1 << 20;
+    let r = reg.run(&["peek", "big", "--since", "0"]);
+    assert_eq!(r.code, 0, "{:?}", r.stderr);
+    assert_eq!(r.stderr.trim_end(), format!("lagged: {} bytes", end - ring));
+    assert!(r.stdout.ends_with("x\nEND\n"));
+    let v = reg.run(&["--json", "peek", "big", "--since", "10"]).json();
+    assert_eq!(v["droppedBytes"], end - ring - 10);
+    assert_eq!(v["outputRange"]["start"], end - ring);
+    assert_eq!(v["outputRange"]["end"], end);
+    // Every byte the ring holds but the two \r of "x\r\nEND\r\n".
+    assert_eq!(v["output"].as_str().unwrap().len() as u64 + 2, ring);
+}
+
+#[test]
+fn a_cursor_of_a_replaced_creation_is_refused() {
+    let reg = Reg::new();
+    let old = reg.new_session("r", &["sh", "-c", "echo first; sleep 600"]);
+    reg.wait_for("r", "first");
+    reg.run(&["kill", "r", "--wait"]).ok();
+    reg.run(&["rm", "r"]).ok();
+    reg.new_session("r", &["sh", "-c", "echo second; sleep 600"]);
+    reg.wait_for("r", "second");
+    let stale = format!("r@{old}");
+    let r = reg.run(&["peek", &stale, "--since", "0"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(r.stdout, "");
+    // The bare id reads the current creation: the caller did not ask for a check.
+    assert_eq!(reg.run(&["peek", "r", "--since", "0"]).ok(), "second\n");
+}
+
+#[test]
+fn status_reports_the_shell_from_its_marks() {
+    let reg = Reg::new();
+    // A program that marks itself as a shell does (SPEC §4.6), then waits.
+    reg.new_session(
+        "sh",
+        &[
+            "sh",
+            "-c",
+            "printf '\\033]7;file://h/tmp/a%%20b\\007\\033]133;A\\007$ \\033]133;C;cmdline_url=make%%20-j2\\007building\\n'; sleep 600",
+        ],
+    );
+    reg.wait_for("sh", "building");
+    let v = reg.run(&["status", "sh", "--json"]).json();
+    assert_eq!(v["shell"]["state"], "running");
+    assert_eq!(v["shell"]["command"], "make -j2");
+    assert_eq!(v["shell"]["cwd"], "/tmp/a b");
+    assert!(v["lastOutputAt"].as_u64().is_some());
+    // The foreground process group reading the terminal: the program itself.
+    assert_eq!(v["foreground"]["pid"], v["childPid"]);
+    assert_eq!(v["foreground"]["name"], "sh");
+}

@@ -1,0 +1,87 @@
+//! Version 3 (SPEC.md §4.2, §4.7): OUTPUT_SINCE is an effect on a bound version-3
+//! connection only; on version 2 it is an unknown variant, `malformed` and fatal.
+//! Negotiation picks 3 when both sides have it, and 2 with a version-2 peer.
+
+use std::time::Instant;
+
+use latch_wire::server::{ConnState, Effect, Out, ServerConfig, ServerConn};
+use latch_wire::{
+    ClientFrame, ErrorCode, Inbound, Incarnation, LegacyPolicy, Limits, Outbound, ServerFrame,
+    SessionId, SessionRef, VersionRange, SUPPORTED,
+};
+
+fn conn() -> (ServerConn, SessionRef) {
+    let own = SessionRef::new(
+        SessionId::new("s").unwrap(),
+        Incarnation::from_parts([1; 16], [2; 16]),
+    );
+    let config = ServerConfig {
+        own: own.clone(),
+        versions: SUPPORTED,
+        limits: Limits {
+            max_client_frame: 65_536,
+            max_server_frame: 16 << 20,
+            client_queue_bytes: 8 << 20,
+        },
+        server_name: "t".into(),
+        legacy_policy: LegacyPolicy::Observe,
+    };
+    (ServerConn::new(config, Instant::now()), own)
+}
+
+fn bound(max: u16) -> ServerConn {
+    let (mut c, own) = conn();
+    let now = Instant::now();
+    let env = Default::default();
+    let hello = ClientFrame::Hello {
+        versions: VersionRange { min: 2, max },
+        client: "t".into(),
+    };
+    let out = c.handle(now, Inbound::Strict(hello), env);
+    assert!(matches!(
+        &out[..],
+        [Out::Send(Outbound::Strict(ServerFrame::Welcome { version, .. }))] if *version == max
+    ));
+    let bind = ClientFrame::Bind {
+        id: own.id,
+        incarnation: own.incarnation,
+    };
+    c.handle(now, Inbound::Strict(bind), env);
+    assert_eq!(c.version(), Some(max));
+    c
+}
+
+#[test]
+fn output_since_is_an_effect_on_version_3() {
+    let mut c = bound(3);
+    let out = c.handle(
+        Instant::now(),
+        Inbound::Strict(ClientFrame::OutputSince { since: 7, max: 10 }),
+        Default::default(),
+    );
+    assert_eq!(
+        out,
+        vec![Out::Effect(Effect::OutputSince { since: 7, max: 10 })]
+    );
+}
+
+#[test]
+fn output_since_on_version_2_is_malformed_and_closes() {
+    let mut c = bound(2);
+    let out = c.handle(
+        Instant::now(),
+        Inbound::Strict(ClientFrame::OutputSince { since: 7, max: 10 }),
+        Default::default(),
+    );
+    assert!(matches!(
+        &out[..],
+        [
+            Out::Send(Outbound::Strict(ServerFrame::Error {
+                code: ErrorCode::Malformed,
+                ..
+            })),
+            Out::Close
+        ]
+    ));
+    assert_eq!(c.state(), ConnState::Closed);
+}

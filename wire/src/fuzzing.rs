@@ -2,7 +2,7 @@
 //!
 //! Compiled only with the `fuzzing` feature. Like the rest of
 //! the crate it reads no clock: every function here takes the time it runs at as
-//! a value (SPEC §3: the state machine does no IO).
+//! a value, as the state machine takes it.
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,4 @@
-//! The wire crate is sans-IO: it reads no clock (time comes in as a value, SPEC §3)
+//! The wire crate is sans-IO: it reads no clock (time comes in as a value)
 //! and its fuzzing module is built only with the `fuzzing` feature, never into the
 //! product. Pinned by reading the crate's own sources.
 

@@ -108,7 +108,7 @@ fn read_request(stdin: &mut impl Read) -> Result<Request, ClientError> {
             Err(e) => return Err(ClientError::Other(format!("stdin: {e}"))),
         }
     }
-    serde_json::from_slice(&buf).map_err(|e| {
+    latch_client::bridge_proto::decode_request(&buf).map_err(|e| {
         // An unreadable request may come from a newer latch: say which we are.
         ClientError::Usage(format!(
             "unreadable request ({e}); this is latch {} (remote protocol {}..={})",

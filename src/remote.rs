@@ -127,62 +127,9 @@ fn ssh_command(host: &Host) -> Command {
     c
 }
 
-/// A version range, as the header and request carry it.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct Range {
-    pub min: u16,
-    pub max: u16,
-}
-
-/// The first line on the bridge's stdin (SPEC.md §12.2).
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Request {
-    pub remote: Range,
-    pub latch: String,
-    #[serde(flatten)]
-    pub op: Op,
-}
-
-/// What the bridge is asked to do.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Op {
-    /// Run latch with these arguments; its output and exit code are the answer.
-    Exec {
-        args: Vec<String>,
-        /// The receipt (without its host) that `--receipt -` or `receipt verify -`
-        /// in ARGS means: the bridge reads no receipt file (SPEC.md §12.2).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        receipt: Option<Receipt>,
-    },
-    /// Resolve a REF, then relay bytes between stdin/stdout and its daemon.
-    Connect(ConnectRequest),
-}
-
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ConnectRequest {
-    /// `--root` as given, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root: Option<String>,
-    /// ID, name or ID@INCARNATION.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reference: Option<String>,
-    /// Create first: these `latch new` arguments (run with `--json new -d`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create: Option<Vec<String>>,
-    /// Record `kill_requested` with this signal, under the lock, only while the
-    /// record holds the incarnation resolved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kill: Option<i32>,
-    /// The incarnation the caller expects (checked again by BIND).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expect: Option<String>,
-    /// Resolve under this receipt (without its host), as `--receipt` (SPEC.md §9.10).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receipt: Option<Receipt>,
-}
+// The request line's types live in latch-client, beside the decoder the bridge and
+// its fuzz target run (SPEC.md §12.2).
+pub use latch_client::bridge_proto::{ConnectRequest, Op, Range, Request};
 
 /// The bridge's first line on stdout.
 #[derive(Debug, Serialize, Deserialize)]

@@ -338,11 +338,18 @@
 
 #![deny(missing_docs)]
 
+// The bridge's request line (SPEC.md §12.2), shared with the fuzz targets.
+#[doc(hidden)]
+pub mod bridge_proto;
 mod client;
 mod conn;
 mod create;
 mod error;
 mod events;
+// Entry points for the fuzz targets in fuzz/ (not a public API).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod lifecycle;
 mod meta;
 mod names;

@@ -56,7 +56,12 @@ impl Receipt {
                 format!("receipt {} is unreadable: {e}", path.display()),
             )
         })?;
-        let r: Receipt = serde_json::from_slice(&bytes).map_err(|e| {
+        Self::from_bytes(&bytes, path)
+    }
+
+    /// Parses a receipt file's contents; `path` names it in errors.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Self, ClientError> {
+        let r: Receipt = serde_json::from_slice(bytes).map_err(|e| {
             ClientError::unreachable(
                 UnreachableCause::Degraded,
                 format!("receipt {} is unreadable: {e}", path.display()),

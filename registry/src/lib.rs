@@ -20,6 +20,11 @@ pub mod screen;
 pub mod shell;
 pub mod spec;
 
+// Entry points for the fuzz targets in fuzz/ (not a public API).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::io;

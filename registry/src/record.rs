@@ -125,7 +125,7 @@ pub fn from_hex(s: &str) -> Option<Vec<u8>> {
         b'a'..=b'f' => Some(c - b'a' + 10),
         _ => None,
     };
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     s.as_bytes()

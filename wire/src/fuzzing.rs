@@ -1,4 +1,8 @@
 //! Entry points for the cargo-fuzz targets in `fuzz/` (not a public API).
+//!
+//! Compiled only with the `fuzzing` feature. Like the rest of
+//! the crate it reads no clock: every function here takes the time it runs at as
+//! a value, as the state machine takes it.
 
 use std::time::{Duration, Instant};
 
@@ -16,11 +20,6 @@ pub fn own_ref() -> SessionRef {
         SessionId::new("fuzz").expect("valid id"),
         Incarnation::from_parts([0x11; 16], [0x22; 16]),
     )
-}
-
-/// A state machine configured as the daemon configures it, accepted now.
-pub fn server_conn(policy: LegacyPolicy) -> ServerConn {
-    server_conn_at(policy, Instant::now())
 }
 
 /// A state machine configured as the daemon configures it, accepted at `now`.
@@ -96,9 +95,10 @@ fn decode_all(data: &[u8], cuts: &[u8]) -> (Vec<Inbound>, bool) {
 /// the environment per step: bit 0 draining, bit 4 exited, bits 1-2 how much time
 /// passes before the frame (0, 3, 6 or 12 s, so the handshake and idle deadlines
 /// fire). A decoding failure ends the stream as it ends the daemon's connection.
-pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, mask: u8) {
+/// The connection is accepted at `start`; the caller reads the clock, not this crate.
+pub fn drive_state_machine(data: &[u8], policy: LegacyPolicy, mask: u8, start: Instant) {
     let mut src = BytesMut::from(data);
-    let mut now = Instant::now();
+    let mut now = start;
     let mut conn = server_conn_at(policy, now);
     let mut i = 0u32;
     loop {

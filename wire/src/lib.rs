@@ -65,6 +65,10 @@ pub mod owner;
 pub mod server;
 pub mod version;
 
+// Entry points for the fuzz targets and the property tests: not a public API, and
+// not compiled into the product. Built only with the `fuzzing` feature, which the
+// fuzz crate and this crate's and the daemon's tests turn on.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 

@@ -210,7 +210,7 @@ fn seeds_run_cleanly_through_the_fuzz_entry_points() {
                     1 => LegacyPolicy::Observe,
                     _ => LegacyPolicy::Full,
                 };
-                drive_state_machine(&bytes[2..], policy, bytes[1]);
+                drive_state_machine(&bytes[2..], policy, bytes[1], std::time::Instant::now());
             }
             other => panic!("{name}: unknown target {other}"),
         }

@@ -19,13 +19,18 @@ use proptest::prelude::*;
 use tokio_util::codec::{Decoder, Encoder};
 
 use latch_wire::client::{ClientHandshake, HandshakeError, Negotiated};
-use latch_wire::fuzzing::{check_step, own_ref, server_conn};
+use latch_wire::fuzzing::{check_step, own_ref, server_conn_at};
 use latch_wire::legacy::LegacyClientFrame;
 use latch_wire::server::{Access, ConnState, Effect, Env, Out, ServerConfig, ServerConn};
 use latch_wire::{
     ClientCodec, ClientFrame, ErrorCode, Inbound, Incarnation, LegacyPolicy, Limits, Outbound,
     ServerCodec, ServerFrame, SessionId, SessionRef, VersionRange, SUPPORTED,
 };
+
+/// A state machine configured as the daemon configures it, accepted now.
+fn server_conn(policy: LegacyPolicy) -> ServerConn {
+    server_conn_at(policy, Instant::now())
+}
 
 const POLICIES: [LegacyPolicy; 3] = [LegacyPolicy::Off, LegacyPolicy::Observe, LegacyPolicy::Full];
 
@@ -1005,7 +1010,7 @@ proptest! {
             bytes.extend_from_slice(&buf);
         }
         bytes.extend_from_slice(&tail);
-        latch_wire::fuzzing::drive_state_machine(&bytes, policy, mask);
+        latch_wire::fuzzing::drive_state_machine(&bytes, policy, mask, Instant::now());
     }
 
 
@@ -1095,7 +1100,7 @@ fn fuzzing_drive_state_machine_accepts_valid_streams() {
     }
     for policy in POLICIES {
         for mask in [0u8, 0xff, 0b1010_1010] {
-            latch_wire::fuzzing::drive_state_machine(&bytes, policy, mask);
+            latch_wire::fuzzing::drive_state_machine(&bytes, policy, mask, Instant::now());
         }
     }
 }

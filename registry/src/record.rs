@@ -84,15 +84,9 @@ pub struct Record {
 /// Reads and parses a record file. `Ok(None)`: no such file. `Err(Corrupt)`: the file
 /// exists but cannot be read or parsed (a degraded read, never an absence).
 pub fn read_record_file(path: &Path, id: &SessionId) -> Result<Option<Record>, RegistryError> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(RegistryError::Corrupt {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            })
-        }
+    // Bounded, no-follow, regular files only (SPEC §9.14).
+    let Some(bytes) = crate::file::read_bounded(path, crate::file::FileKind::Record)? else {
+        return Ok(None);
     };
     let record: Record = serde_json::from_slice(&bytes).map_err(|e| RegistryError::Corrupt {
         path: path.to_path_buf(),

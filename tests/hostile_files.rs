@@ -297,3 +297,112 @@ fn rm_and_gc_refuse_up_front_when_the_final_screen_is_a_directory() {
     run(&reg, &["rm", "d"]).ok();
     assert!(!reg.path("d.json").exists());
 }
+
+/// Runs `latch ARGS` with at most `nofile` descriptors, stdout to a file; returns
+/// its outcome and its peak resident set in KiB.
+// The child is reaped by wait4, which std's `Child` does not know about.
+#[allow(clippy::zombie_processes)]
+fn run_measured(reg: &Reg, args: &[&str], nofile: u64) -> (Run, i64) {
+    let out = reg.root.parent().unwrap().join("measured.out");
+    let mut cmd = reg.cmd();
+    cmd.args(args)
+        .stdout(fs::File::create(&out).unwrap())
+        .stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let cap = libc::rlimit {
+                rlim_cur: nofile,
+                rlim_max: nofile,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &cap) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value; wait4 writes through valid pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: as above; the child is ours and not yet reaped.
+    let ret = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(ret, pid);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    let run = Run {
+        code,
+        stdout: fs::read_to_string(&out).unwrap(),
+        stderr: String::new(),
+    };
+    (run, usage.ru_maxrss)
+}
+
+fn line(id: &str, ts: u64, n: u64, pad: &str) -> String {
+    format!(r#"{{"ts":{ts},"type":"x","id":"{id}","incarnation":"v1.old","n":{n},"pad":"{pad}"}}"#)
+}
+
+#[test]
+fn events_all_streams_many_files_in_time_order_with_bounded_memory_and_few_fds() {
+    const FILES: u64 = 150;
+    const PER_FILE: u64 = 300;
+    const BOUND_KIB: i64 = 32 << 10;
+    let reg = Reg::new();
+    reg.run(&["ls"]).ok();
+    let pad = "p".repeat(900);
+    // 150 files of about 280 KB (42 MB in all), every file's events interleaved in
+    // time with the others'.
+    for f in 0..FILES {
+        let mut text = String::new();
+        for n in 0..PER_FILE {
+            text.push_str(&line(&format!("e{f:03}"), n * FILES + f, n, &pad));
+            text.push('\n');
+        }
+        fs::write(reg.path(&format!("e{f:03}.events.jsonl")), text).unwrap();
+    }
+    let (r, peak) = run_measured(&reg, &["events", "--all", "--json"], 32);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ts: Vec<u64> = r
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["ts"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ts.len() as u64, FILES * PER_FILE);
+    assert!(ts.windows(2).all(|w| w[0] < w[1]), "merged in time order");
+    eprintln!("latch events --all over {FILES} files: peak {peak} KiB");
+    assert!(peak < BOUND_KIB, "latch events --all peaked at {peak} KiB");
+}
+
+#[test]
+fn events_all_keeps_each_files_order_when_its_time_steps_back() {
+    let reg = Reg::new();
+    reg.run(&["ls"]).ok();
+    // a's clock steps back from 30 to 5: its later lines keep their place after 30.
+    let a = [
+        line("a", 10, 1, ""),
+        line("a", 30, 2, ""),
+        line("a", 5, 3, ""),
+    ];
+    let b = [line("b", 20, 1, ""), line("b", 31, 2, "")];
+    fs::write(reg.path("a.events.jsonl"), a.join("\n") + "\n").unwrap();
+    fs::write(reg.path("b.events.jsonl"), b.join("\n") + "\n").unwrap();
+    let r = run(&reg, &["events", "--all", "--json"]);
+    let order: Vec<String> = r
+        .ok()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            format!("{}{}", v["id"].as_str().unwrap(), v["n"])
+        })
+        .collect();
+    // Merge times: a1 10, b1 20, a2 30, a3 30 (its ts 5 < 30), b2 31.
+    assert_eq!(order, ["a1", "b1", "a2", "a3", "b2"]);
+}

@@ -406,3 +406,36 @@ fn events_all_keeps_each_files_order_when_its_time_steps_back() {
     // Merge times: a1 10, b1 20, a2 30, a3 30 (its ts 5 < 30), b2 31.
     assert_eq!(order, ["a1", "b1", "a2", "a3", "b2"]);
 }
+
+#[test]
+fn a_huge_title_never_erases_the_sessions_event_history() {
+    let reg = Reg::new();
+    let script = "printf '\\033]0;%s\\007' \"$(head -c 300000 /dev/zero | tr '\\0' x)\"; \
+                  echo titled-$((2*3)); exec sleep 100";
+    reg.new_session("t", &["sh", "-c", script]);
+    reg.wait_for("t", "titled-6");
+    let path = reg.path("t.events.jsonl");
+    assert!(
+        wait_file_contains(&path, "title_change", LIMIT),
+        "no title_change event"
+    );
+    let size = fs::metadata(&path).unwrap().len();
+    assert!(size <= latch_registry::events::EVENTS_MAX_BYTES, "{size}");
+    let r = run(&reg, &["events", "t", "--json"]);
+    let types: Vec<String> = r
+        .ok()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        types.first().map(String::as_str),
+        Some("session_start"),
+        "{types:?}"
+    );
+    assert!(types.iter().any(|t| t == "title_change"), "{types:?}");
+}

@@ -38,7 +38,8 @@ pub struct Receipt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
     /// The owner MAC (as in the record), so the owner can be verified under the
-    /// key after the session is gone. Absent only in receipts written before owners.
+    /// key after the session is gone. Every receipt this build accepts has it
+    /// (SPEC.md §9.10); it is optional here only to report its absence as foreign.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_mac: Option<String>,
 }

@@ -119,6 +119,16 @@ fn a_fifo_at_the_events_file_never_freezes_the_daemon_and_kill_and_rm_still_work
     let r = run(&reg, &["events", "f"]);
     assert_eq!(r.code, 7, "{r:?}");
     assert!(r.stderr.contains("f.events.jsonl"), "{r:?}");
+    // A change is made, its event lost.
+    let r = run(&reg, &["tag", "f", "k=v"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(reg.record("f")["tags"]["k"], "v");
+    // A creation whose events file is a FIFO is refused, naming it, and leaves nothing.
+    mkfifo(&reg.path("g.events.jsonl"));
+    let r = run(&reg, &["new", "-d", "--id", "g", "--", "sleep", "100"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("g.events.jsonl"), "{r:?}");
+    assert!(!reg.path("g.json").exists() && !reg.path("g.sock").exists());
     for args in [&["ls"][..], &["status", "f"], &["gc", "--dry-run"]] {
         let r = run(&reg, args);
         assert_eq!(r.code, 0, "{args:?}: {r:?}");

@@ -460,7 +460,7 @@ impl Client {
             new: serde_json::json!(command),
         };
         let changes = BTreeMap::from([("command".to_owned(), change)]);
-        reg.append_event(
+        reg.append_event_or_lose(
             &lock,
             &Event::new(&id, &inc, EventKind::MetadataChange { changes }),
         )?;

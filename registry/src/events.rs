@@ -380,6 +380,12 @@ fn cut_strings(v: &mut Value, max: usize) {
     }
 }
 
+/// An events file that cannot be appended to is an IO failure of the append (the
+/// [`FileError`], which names the file, is its source), not a degraded record.
+fn append_error(e: FileError) -> RegistryError {
+    RegistryError::io("append event", io::Error::other(e))
+}
+
 /// An appended event whose data is not yet known to be on disk.
 #[derive(Debug)]
 #[must_use = "an appended event is durable only once synced"]
@@ -443,7 +449,7 @@ impl Registry {
         let line = event_line(ev)?;
         // Opened first, non-blocking and no-follow: a FIFO or symlink planted here
         // is refused at once, never waited on under the lock (SPEC §9.1).
-        let mut f = open_append(&path, 0o600)?;
+        let mut f = open_append(&path, 0o600).map_err(append_error)?;
         let len = f
             .metadata()
             .map_err(|e| RegistryError::io(format!("stat {}", path.display()), e))?
@@ -454,7 +460,9 @@ impl Registry {
             // whole).
             let budget = (EVENTS_MAX_BYTES / 2).saturating_sub(line.len() as u64);
             drop(f);
-            let old = read_tail_lines(&path, budget)?.unwrap_or_default();
+            let old = read_tail_lines(&path, budget)
+                .map_err(append_error)?
+                .unwrap_or_default();
             let mut kept = Vec::with_capacity(budget as usize + line.len());
             for l in old {
                 kept.extend_from_slice(&l);

@@ -70,7 +70,7 @@ impl LineSource {
             at: 0,
             buf_offset: 0,
         };
-        if place.file == Some(file) && place.offset <= end {
+        if place.file == Some(file) && place.offset <= end && ends_with_last(&f, place) {
             src.seek(place.offset);
             return Ok(Some(src));
         }
@@ -186,6 +186,24 @@ impl LineSource {
     }
 }
 
+/// Whether the bytes before `place.offset` are its last line (and its newline):
+/// an inode number reused by a later compaction is not the same file.
+fn ends_with_last(f: &fs::File, place: &Place) -> bool {
+    let Some(last) = &place.last else {
+        return place.offset == 0;
+    };
+    let mut want = last.clone();
+    want.push(b'\n');
+    let Some(from) = place.offset.checked_sub(want.len() as u64) else {
+        return false;
+    };
+    let mut got = vec![0; want.len()];
+    // The last line of a file may have had no newline when it was read.
+    let read = read_at(f, &mut got, from).unwrap_or(0);
+    got.truncate(read);
+    got == want || (read > 0 && got[1..] == want[..want.len() - 1])
+}
+
 fn read_at(f: &fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     loop {
         match f.read_at(buf, offset) {
@@ -234,6 +252,16 @@ mod tests {
         fs::rename(&tmp2, &path).unwrap();
         let mut src = LineSource::open(&path, &place.unwrap()).unwrap().unwrap();
         assert_eq!(drain(&mut src).0, ["d"]);
+        // Rewritten in place (the same inode, as a reused inode number would look):
+        // the place's last line is not there, so the readable end is read again.
+        let place = {
+            fs::write(&path, b"a\nb\n").unwrap();
+            let mut src = LineSource::open(&path, &Place::default()).unwrap().unwrap();
+            drain(&mut src).1.unwrap()
+        };
+        fs::write(&path, b"x\ny\nz\n").unwrap();
+        let mut src = LineSource::open(&path, &place).unwrap().unwrap();
+        assert_eq!(drain(&mut src).0, ["x", "y", "z"]);
         // Long lines cross chunks whole.
         let long = "x".repeat(CHUNK * 3 + 7);
         fs::write(&path, format!("{long}\nend")).unwrap();

@@ -449,3 +449,25 @@ fn a_huge_title_never_erases_the_sessions_event_history() {
     );
     assert!(types.iter().any(|t| t == "title_change"), "{types:?}");
 }
+
+#[test]
+fn a_fifo_or_an_oversized_file_as_the_key_is_refused_not_waited_on() {
+    use std::os::unix::fs::PermissionsExt;
+    let reg = Reg::new();
+    fs::create_dir(&reg.root).unwrap();
+    fs::set_permissions(&reg.root, fs::Permissions::from_mode(0o700)).unwrap();
+    let key = reg.path("registry.key");
+    mkfifo(&key);
+    let r = run(&reg, &["ls"]);
+    assert_eq!(r.code, 9, "{r:?}");
+    assert!(
+        r.stderr.contains("registry.key") && r.stderr.contains("FIFO"),
+        "{r:?}"
+    );
+    fs::remove_file(&key).unwrap();
+    fs::write(&key, vec![0u8; 1 << 20]).unwrap();
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+    let r = run(&reg, &["ls"]);
+    assert_eq!(r.code, 9, "{r:?}");
+    assert!(r.stderr.contains("registry.key"), "{r:?}");
+}

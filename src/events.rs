@@ -88,15 +88,22 @@ pub fn run(
     let mut events = client.follow_events(scope(client, reference, all)?)?;
     let deadline = Instant::now() + timeout;
     loop {
-        for ev in events.read_new()? {
-            match wait {
-                Some(t) if ev.kind() == t => {
-                    print(ev.read(), json);
-                    return Ok(exit::OK);
-                }
-                Some(_) => {}
-                None => print(ev.read(), json),
+        // Streamed: each event is printed as the merge yields it (SPEC §9.9).
+        let mut found = false;
+        events.for_each_new(|ev| match wait {
+            Some(t) if ev.kind() == t => {
+                print(ev.read(), json);
+                found = true;
+                false
             }
+            Some(_) => true,
+            None => {
+                print(ev.read(), json);
+                true
+            }
+        })?;
+        if found {
+            return Ok(exit::OK);
         }
         // A closed stdout ends a follow (SPEC §10).
         if (wait.is_none() && !follow) || !crate::output::stdout_ok() {

@@ -866,7 +866,9 @@ impl Client {
     fn log_kill_requested(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
         let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
         self.read_expecting(session)?;
-        self.registry.append_event(
+        // An events file that is not a regular file loses the event, never the
+        // kill (SPEC §9.9).
+        self.registry.append_event_or_lose(
             &lock,
             &Event::new(
                 &session.id,
@@ -882,6 +884,8 @@ impl Client {
     /// unless [`RemoveMode::Force`], which kills it through a bound connection first.
     pub fn remove(&self, session: &SessionRef, mode: RemoveMode) -> Result<(), ClientError> {
         let record = self.read_expecting(session)?;
+        // Before any effect, a kill included (SPEC §9.15); checked again under the lock.
+        self.registry.check_removable(&session.id)?;
         if derive_status(&record) == SessionStatus::Running {
             if mode != RemoveMode::Force {
                 return Err(ClientError::Refused(format!(
@@ -915,8 +919,9 @@ impl Client {
         }
         // The daemon is proven gone: a socket left by a crash cannot be a
         // successor's while we hold the lock, and it is removed only if nobody answers.
+        self.registry.check_removable(&session.id)?;
         self.registry.remove_stale_socket(&lock)?;
-        self.registry.append_event(
+        self.registry.append_event_or_lose(
             &lock,
             &Event::new(&session.id, &session.incarnation, EventKind::Removed),
         )?;

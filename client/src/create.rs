@@ -2,7 +2,6 @@
 
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -64,12 +63,9 @@ pub(crate) fn spawn_daemon(
 ) -> Result<Created, ClientError> {
     registry.check_new_id(&spec.id)?;
     let json = serde_json::to_string(spec).map_err(|e| ClientError::Other(e.to_string()))?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(registry.log_path(&spec.id))
+    // No-follow, non-blocking, regular files only (SPEC §9.1): a FIFO planted at
+    // the log never blocks the creator.
+    let log = latch_registry::file::open_append(&registry.log_path(&spec.id), 0o600)
         .map_err(|e| ClientError::Other(format!("open daemon log: {e}")))?;
     let mut cmd = Command::new(program);
     // The spec travels over stdin, never argv: /proc/PID/cmdline is world-readable

@@ -3,11 +3,12 @@
 //! Following is event-driven: an inotify watch on the registry root wakes the wait
 //! whenever an events file is appended to, created, or replaced by rotation.
 
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use latch_registry::events::ReadEvent;
+use latch_registry::tail::{LineSource, Place};
 use latch_wire::{Incarnation, SessionId, SessionRef};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
@@ -66,8 +67,41 @@ impl Event {
 struct Stream {
     id: SessionId,
     only: Option<Incarnation>,
-    /// The last line read, to find our place again after rotation.
-    last: Option<Vec<u8>>,
+    /// Where the last read stopped, to go on from there (after rotation too).
+    place: Place,
+}
+
+/// One stream's next line in a merge: its merge time (the largest `ts` of it and
+/// the lines before it in its file, SPEC §9.9), the stream, and the event.
+struct Head {
+    at: u64,
+    stream: usize,
+    event: Event,
+    place: Place,
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.stream) == (other.at, other.stream)
+    }
+}
+impl Eq for Head {}
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Head {
+    /// Reversed, so that `BinaryHeap` pops the earliest (ties: the first stream).
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.at, other.stream).cmp(&(self.at, self.stream))
+    }
+}
+
+/// One stream's source of new lines during a merge, and its merge time so far.
+struct Source {
+    lines: LineSource,
+    at: u64,
 }
 
 /// Reads a scope's events in order, and waits for more. Made by
@@ -101,7 +135,7 @@ impl Client {
         let stream = |id, only| Stream {
             id,
             only,
-            last: None,
+            place: Place::default(),
         };
         let (all, streams) = match scope {
             EventScope::All => (true, Vec::new()),
@@ -120,33 +154,67 @@ impl Client {
 
 impl EventFollower<'_> {
     /// The events recorded since the last read, without waiting, several ids'
-    /// merged in time order (a line without a time keeps the time of the one before
-    /// it). Reads are bounded (SPEC.md §9.9); an unreadable events file is a
-    /// degraded read.
+    /// merged in time order ([`EventFollower::for_each_new`]). Holds them all: to
+    /// read many files with bounded memory, use `for_each_new`.
     pub fn read_new(&mut self) -> Result<Vec<Event>, ClientError> {
+        let mut out = Vec::new();
+        self.for_each_new(|ev| {
+            out.push(ev);
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Hands `f` the events recorded since the last read, without waiting, until
+    /// it returns `false`. Several ids' are merged in time order as they are read
+    /// (a k-way merge, SPEC §9.9): each file's lines keep their order, and the next
+    /// event is the one whose merge time (the largest `ts` of its line and the
+    /// lines before it in its file) is least, ties going to the id first in order.
+    /// Memory is bounded by the number of files, not their lines, and at most one
+    /// file is open at a time. An events file that cannot be read (not a regular
+    /// file, say) is a degraded read naming it.
+    pub fn for_each_new(&mut self, mut f: impl FnMut(Event) -> bool) -> Result<(), ClientError> {
+        while let Some(ev) = self.ready.pop_front() {
+            if !f(ev) {
+                return Ok(());
+            }
+        }
         if self.all {
+            let known: std::collections::BTreeSet<SessionId> =
+                self.streams.iter().map(|s| s.id.clone()).collect();
             for id in ids_with_events(self.client)? {
-                if !self.streams.iter().any(|s| s.id == id) {
+                if !known.contains(&id) {
                     self.streams.push(Stream {
                         id,
                         only: None,
-                        last: None,
+                        place: Place::default(),
                     });
                 }
             }
         }
-        let mut batch = Vec::new();
-        for s in &mut self.streams {
-            let mut at = 0;
-            for ev in fresh(self.client, s)? {
-                at = ev.ts().unwrap_or(at);
-                batch.push((at, ev));
+        let mut sources = Vec::with_capacity(self.streams.len());
+        let mut heap = BinaryHeap::with_capacity(self.streams.len());
+        for (i, s) in self.streams.iter_mut().enumerate() {
+            let path = self.client.registry().events_path(&s.id);
+            let lines = LineSource::open(&path, &s.place).map_err(degraded)?;
+            let mut src = lines.map(|lines| Source { lines, at: 0 });
+            if let Some(head) = next_head(s, i, src.as_mut())? {
+                heap.push(head);
+            }
+            sources.push(src);
+        }
+        while let Some(head) = heap.pop() {
+            let i = head.stream;
+            let s = &mut self.streams[i];
+            s.place = head.place;
+            if !f(head.event) {
+                return Ok(());
+            }
+            if let Some(next) = next_head(s, i, sources[i].as_mut())? {
+                heap.push(next);
             }
         }
-        batch.sort_by_key(|(at, _)| *at);
-        let mut out: Vec<Event> = self.ready.drain(..).collect();
-        out.extend(batch.into_iter().map(|(_, ev)| ev));
-        Ok(out)
+        Ok(())
     }
 
     /// Blocks until the registry changes (an events file may have grown), at most
@@ -188,30 +256,37 @@ impl EventFollower<'_> {
     }
 }
 
-/// New lines of one stream since the last call. A line that cannot be parsed is
-/// an `unreadable` event.
-fn fresh(client: &Client, s: &mut Stream) -> Result<Vec<Event>, ClientError> {
-    let lines = client
-        .registry()
-        .read_event_lines(&s.id)
-        .map_err(|e| ClientError::unreachable(UnreachableCause::Io, e.to_string()))?;
-    let start = match &s.last {
-        None => 0,
-        Some(last) => lines.iter().rposition(|l| l == last).map_or(0, |p| p + 1),
+fn degraded(e: latch_registry::file::FileError) -> ClientError {
+    ClientError::unreachable(UnreachableCause::Degraded, e.to_string())
+}
+
+/// The next wanted event of stream `i` from its source, with its merge time; lines
+/// of other creations (`only`) are passed over, their place taken.
+fn next_head(
+    s: &mut Stream,
+    i: usize,
+    src: Option<&mut Source>,
+) -> Result<Option<Head>, ClientError> {
+    let Some(src) = src else {
+        return Ok(None);
     };
-    let mut out = Vec::new();
-    for l in &lines[start..] {
-        let ev = latch_registry::events::parse_line(&s.id, l);
+    while let Some(line) = src.lines.next_line().map_err(degraded)? {
+        let ev = latch_registry::events::parse_line(&s.id, &line);
+        src.at = src.at.max(ev.ts().unwrap_or(0));
+        let place = src.lines.place_after(line);
         let wanted = s
             .only
             .as_ref()
             .is_none_or(|inc| ev.incarnation() == Some(inc.to_string()));
         if wanted {
-            out.push(Event(ev));
+            return Ok(Some(Head {
+                at: src.at,
+                stream: i,
+                event: Event(ev),
+                place,
+            }));
         }
+        s.place = place;
     }
-    if let Some(l) = lines.into_iter().last() {
-        s.last = Some(l);
-    }
-    Ok(out)
+    Ok(None)
 }

@@ -400,14 +400,15 @@ impl Client {
         }
         let reg = self.registry();
         let result = reg
-            .remove_stale_socket(&lock)
+            .check_removable(&observed.id)
+            .and_then(|()| reg.remove_stale_socket(&lock))
             .and_then(|_| {
-                reg.append_event(
+                reg.append_event_or_lose(
                     &lock,
                     &Event::new(&observed.id, &observed.incarnation, EventKind::Removed),
                 )
             })
-            .and_then(|()| reg.remove_files(lock));
+            .and_then(|_| reg.remove_files(lock));
         if let Err(e) = result {
             return skip(report, &e.to_string());
         }
@@ -459,7 +460,7 @@ impl Client {
             new: serde_json::json!(command),
         };
         let changes = BTreeMap::from([("command".to_owned(), change)]);
-        reg.append_event(
+        reg.append_event_or_lose(
             &lock,
             &Event::new(&id, &inc, EventKind::MetadataChange { changes }),
         )?;

@@ -174,8 +174,9 @@ impl Client {
             reg.write_record(&lock, &record)?;
             // The record is written first, then the event, both under the lock: a
             // crash between the two leaves a change without its event, never an
-            // event without its change (SPEC.md §9.9).
-            reg.append_event(
+            // event without its change (SPEC.md §9.9). An events file that is not
+            // a regular file loses the event, never the change.
+            reg.append_event_or_lose(
                 &lock,
                 &Event::new(
                     id,

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use latch_registry::file::{read_bounded, FileKind};
 use latch_registry::record::write_atomic;
 use latch_registry::RegistryError;
 use latch_wire::{Incarnation, Owner, SessionId, SessionRef};
@@ -37,7 +38,8 @@ pub struct Receipt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
     /// The owner MAC (as in the record), so the owner can be verified under the
-    /// key after the session is gone. Absent only in receipts written before owners.
+    /// key after the session is gone. Every receipt this build accepts has it
+    /// (SPEC.md §9.10); it is optional here only to report its absence as foreign.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_mac: Option<String>,
 }
@@ -50,12 +52,18 @@ impl Receipt {
 
     /// Reads and parses a receipt file.
     pub fn load(path: &Path) -> Result<Self, ClientError> {
-        let bytes = std::fs::read(path).map_err(|e| {
+        // Bounded, no-follow, regular files only (SPEC §9.10, §9.14).
+        let unreadable = |reason: String| {
             ClientError::unreachable(
                 UnreachableCause::Degraded,
-                format!("receipt {} is unreadable: {e}", path.display()),
+                format!("receipt {} is unreadable: {reason}", path.display()),
             )
-        })?;
+        };
+        let bytes = match read_bounded(path, FileKind::Receipt) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Err(unreadable("no such file".into())),
+            Err(e) => return Err(unreadable(e.reason())),
+        };
         Self::from_bytes(&bytes, path)
     }
 
@@ -196,17 +204,17 @@ impl Client {
     }
 
     /// Whether the receipt's owner (or its absence) is the one bound to its creation
-    /// (SPEC.md §2.4). A receipt from before owners (neither field) claims none.
+    /// (SPEC.md §2.4). Every receipt carries `ownerMac`: one without it does not
+    /// verify, so stripping both fields never turns a receipt into one claiming no
+    /// owner (SPEC.md §9.10).
     fn receipt_owner_verifies(&self, r: &Receipt) -> bool {
-        match (&r.owner, &r.owner_mac) {
-            (None, None) => true,
-            (Some(_), None) => false,
-            (owner, Some(mac)) => latch_registry::record::from_hex(mac).is_some_and(|mac| {
+        r.owner_mac.as_deref().is_some_and(|mac| {
+            latch_registry::record::from_hex(mac).is_some_and(|mac| {
                 self.registry()
                     .key()
-                    .verify_owner(&r.id, &r.incarnation, owner.as_ref(), &mac)
-            }),
-        }
+                    .verify_owner(&r.id, &r.incarnation, r.owner.as_ref(), &mac)
+            })
+        })
     }
 
     /// What a receipt says now.

@@ -62,18 +62,20 @@ fn rotate_if_full(log: &PathBuf, rotated: &PathBuf, incoming: u64) -> io::Result
         return Ok(());
     }
     fs::rename(log, rotated)?;
-    let open = |create_new: bool| {
-        fs::OpenOptions::new()
-            .append(true)
-            .create_new(create_new)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(log)
-    };
-    let fresh = match open(true) {
+    let fresh = match fs::OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(log)
+    {
         // Only a creator of this id can have made it meanwhile (the root is ours
-        // alone): append to it, as that creator's daemon would.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open(false)?,
+        // alone): append to it, as that creator's daemon would, through the one
+        // reader's rules (no-follow, non-blocking, a regular file only: SPEC §9.1).
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            latch_registry::file::open_append(log, 0o600)
+                .map_err(|e| io::Error::other(e.to_string()))?
+        }
         other => other?,
     };
     nix::unistd::dup2_stderr(&fresh)?;

@@ -42,9 +42,10 @@ pub enum RegistryError {
         /// The session.
         id: String,
     },
-    /// The record exists but cannot be read or parsed (a degraded read, not an absence).
+    /// A file of the root (the record, its final screen, `defaults.json`, an events
+    /// file) exists but cannot be read or parsed: a degraded read, not an absence.
     Corrupt {
-        /// The record file.
+        /// The file.
         path: PathBuf,
         /// Why.
         reason: String,
@@ -72,6 +73,17 @@ pub enum RegistryError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+impl From<crate::file::FileError> for RegistryError {
+    /// A file in the root that cannot be read (not regular, too large, or an IO
+    /// error) is a degraded read naming it (SPEC §9.3, §9.14).
+    fn from(e: crate::file::FileError) -> Self {
+        Self::Corrupt {
+            path: e.path().to_path_buf(),
+            reason: e.reason(),
+        }
+    }
 }
 
 impl RegistryError {
@@ -110,7 +122,7 @@ impl fmt::Display for RegistryError {
                 let shown = path.display().to_string();
                 write!(
                     f,
-                    "record {shown} is unreadable: {reason}; latch changes nothing it cannot \
+                    "{shown} is unreadable: {reason}; latch changes nothing it cannot \
                      read: inspect the file, or move it aside with `mv -- {} {}` and run \
                      `latch gc` (SPEC.md §9.3)",
                     shell_quote(&shown),

@@ -10,7 +10,6 @@
 
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use std::collections::BTreeMap;
@@ -20,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::error::RegistryError;
+use crate::file::{open_append, open_regular, FileError, FileKind};
 use crate::lock::SessionLock;
 use crate::record::write_atomic;
 use crate::{now_ms, Registry};
@@ -283,23 +283,27 @@ pub fn parse_line(id: &SessionId, line: &[u8]) -> ReadEvent {
 /// The whole lines among the last `cap` bytes of `path` (fewer when the file is
 /// shorter), oldest first, without their newlines; a line cut by the cap is left
 /// out. `Ok(None)`: no such file.
-pub fn read_tail_lines(path: &Path, cap: u64) -> io::Result<Option<Vec<Vec<u8>>>> {
-    let mut f = match fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+/// The file is opened through [`crate::file::open_regular`]: a symlink, FIFO or
+/// other non-regular file is an error naming it, never followed or waited on.
+pub fn read_tail_lines(path: &Path, cap: u64) -> Result<Option<Vec<Vec<u8>>>, FileError> {
+    let Some(f) = open_regular(path)? else {
+        return Ok(None);
     };
-    let len = f.metadata()?.len();
+    read_tail_of(path, f, cap).map(Some)
+}
+
+fn read_tail_of(path: &Path, mut f: fs::File, cap: u64) -> Result<Vec<Vec<u8>>, FileError> {
+    let io_err = |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = f.metadata().map_err(io_err)?.len();
     // Start one byte early, to tell whether the first byte begins a line.
     let start = len.saturating_sub(cap);
     let from = start.saturating_sub(1);
-    f.seek(SeekFrom::Start(from))?;
+    f.seek(SeekFrom::Start(from)).map_err(io_err)?;
     let mut buf = Vec::new();
-    f.take(len - from).read_to_end(&mut buf)?;
+    f.take(len - from).read_to_end(&mut buf).map_err(io_err)?;
     let body = if start == 0 {
         &buf[..]
     } else {
@@ -308,12 +312,78 @@ pub fn read_tail_lines(path: &Path, cap: u64) -> io::Result<Option<Vec<Vec<u8>>>
             None => &[][..],
         }
     };
-    Ok(Some(
-        body.split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(<[u8]>::to_vec)
-            .collect(),
-    ))
+    Ok(body
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect())
+}
+
+/// The longest line an event is written as, its newline included (SPEC §9.9,
+/// §9.14): a quarter of [`EVENTS_MAX_BYTES`], so a compaction, which keeps half of
+/// it, always keeps history beside the newest line.
+pub const EVENT_LINE_MAX_BYTES: usize = (EVENTS_MAX_BYTES / 4) as usize;
+/// The longest string field of an event line that is over
+/// [`EVENT_LINE_MAX_BYTES`]: longer ones are cut to it, at a character boundary.
+pub const EVENT_STRING_MAX_BYTES: usize = 4096;
+
+/// `ev` as one JSON line (with its newline) of at most [`EVENT_LINE_MAX_BYTES`]:
+/// as it is when it fits; else with every string longer than
+/// [`EVENT_STRING_MAX_BYTES`] cut to it; else only `ts`, `type`, `id` and
+/// `incarnation`, with `"truncated": true` (SPEC §9.9).
+pub fn event_line(ev: &Event) -> Result<Vec<u8>, RegistryError> {
+    let encode = |v: &Value| {
+        let mut line = serde_json::to_vec(v).map_err(|source| RegistryError::Encode {
+            what: "event",
+            source,
+        })?;
+        line.push(b'\n');
+        Ok::<_, RegistryError>(line)
+    };
+    let mut v = serde_json::to_value(ev).map_err(|source| RegistryError::Encode {
+        what: "event",
+        source,
+    })?;
+    let line = encode(&v)?;
+    if line.len() <= EVENT_LINE_MAX_BYTES {
+        return Ok(line);
+    }
+    cut_strings(&mut v, EVENT_STRING_MAX_BYTES);
+    let line = encode(&v)?;
+    if line.len() <= EVENT_LINE_MAX_BYTES {
+        return Ok(line);
+    }
+    let bare = json!({
+        "ts": ev.ts,
+        "type": ev.type_name(),
+        "id": ev.id.as_str(),
+        "incarnation": ev.incarnation.to_string(),
+        "truncated": true,
+    });
+    encode(&bare)
+}
+
+/// Cuts every string inside `v` longer than `max` bytes to its longest prefix of at
+/// most `max` bytes that ends at a character boundary.
+fn cut_strings(v: &mut Value, max: usize) {
+    match v {
+        Value::String(s) if s.len() > max => {
+            let mut end = max;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s.truncate(end);
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| cut_strings(x, max)),
+        Value::Object(o) => o.values_mut().for_each(|x| cut_strings(x, max)),
+        _ => {}
+    }
+}
+
+/// An events file that cannot be appended to is an IO failure of the append (the
+/// [`FileError`], which names the file, is its source), not a degraded record.
+fn append_error(e: FileError) -> RegistryError {
+    RegistryError::io("append event", io::Error::other(e))
 }
 
 /// An appended event whose data is not yet known to be on disk.
@@ -344,6 +414,22 @@ impl Registry {
         pending.sync()
     }
 
+    /// [`Registry::append_event`], except that when the events file is not a regular
+    /// file (a FIFO, a symlink, a directory: nothing latch made), the event is lost
+    /// and `Ok(false)` returned, so the act it records (kill, rm, gc) still happens
+    /// (SPEC §9.9). `Ok(true)`: appended and durable.
+    pub fn append_event_or_lose(
+        &self,
+        lock: &SessionLock,
+        ev: &Event,
+    ) -> Result<bool, RegistryError> {
+        let path = self.events_path(lock.id());
+        if fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Ok(false);
+        }
+        self.append_event(lock, ev).map(|()| true)
+    }
+
     /// Appends one event under the session lock, in order with every other event
     /// of the id, leaving its durability (fdatasync) to the caller's
     /// [`PendingSync::sync`], which may run after the lock is released and off a
@@ -360,19 +446,22 @@ impl Registry {
             ));
         }
         let path = self.events_path(lock.id());
-        let mut line = serde_json::to_vec(ev).map_err(|source| RegistryError::Encode {
-            what: "event",
-            source,
-        })?;
-        line.push(b'\n');
-        let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let line = event_line(ev)?;
+        // Opened first, non-blocking and no-follow: a FIFO or symlink planted here
+        // is refused at once, never waited on under the lock (SPEC §9.1).
+        let mut f = open_append(&path, 0o600).map_err(append_error)?;
+        let len = f
+            .metadata()
+            .map_err(|e| RegistryError::io(format!("stat {}", path.display()), e))?
+            .len();
         if len + line.len() as u64 > EVENTS_MAX_BYTES {
             // Keep the newest whole lines that fit in half the limit with the new
             // one (read from the end: a file found far over the limit is never read
-            // whole). A line alone over the limit is kept alone.
+            // whole).
             let budget = (EVENTS_MAX_BYTES / 2).saturating_sub(line.len() as u64);
+            drop(f);
             let old = read_tail_lines(&path, budget)
-                .map_err(|e| RegistryError::io(format!("read {}", path.display()), e))?
+                .map_err(append_error)?
                 .unwrap_or_default();
             let mut kept = Vec::with_capacity(budget as usize + line.len());
             for l in old {
@@ -384,13 +473,6 @@ impl Registry {
             write_atomic(&path, &kept)?;
             return Ok(PendingSync { file: None, path });
         }
-        let mut f = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(|e| RegistryError::io(format!("open {}", path.display()), e))?;
         f.write_all(&line)
             .map_err(|e| RegistryError::io(format!("append {}", path.display()), e))?;
         Ok(PendingSync {
@@ -403,9 +485,7 @@ impl Registry {
     /// [`EVENTS_READ_MAX_BYTES`]; empty when there is no file.
     pub fn read_event_lines(&self, id: &SessionId) -> Result<Vec<Vec<u8>>, RegistryError> {
         let path = self.events_path(id);
-        read_tail_lines(&path, EVENTS_READ_MAX_BYTES)
-            .map(Option::unwrap_or_default)
-            .map_err(|e| RegistryError::io(format!("read {}", path.display()), e))
+        Ok(read_tail_lines(&path, FileKind::Events.max_bytes())?.unwrap_or_default())
     }
 
     /// Reads a session's events, oldest first ([`Registry::read_event_lines`]). Lines
@@ -470,6 +550,64 @@ mod tests {
             "contiguous and ordered"
         );
         assert!(ns[0] > 0, "oldest rotated out");
+    }
+
+    #[test]
+    fn a_huge_title_is_cut_and_never_erases_the_history() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = Registry::open(&tmp.path().join("r")).unwrap();
+        let id = SessionId::new("s").unwrap();
+        let inc = reg.mint(&id).unwrap();
+        let lock = reg.lock(&id, Duration::ZERO).unwrap();
+        for _ in 0..20 {
+            reg.append_event(
+                &lock,
+                &Event::new(&id, &inc, EventKind::Bell { dropped: None }),
+            )
+            .unwrap();
+        }
+        // A 1 MB title, in 2-byte characters, so the cut must find a boundary.
+        let title = "é".repeat(512 << 10);
+        let ev = Event::new(
+            &id,
+            &inc,
+            EventKind::TitleChange {
+                title,
+                dropped: None,
+            },
+        );
+        reg.append_event(&lock, &ev).unwrap();
+        let size = fs::metadata(reg.events_path(&id)).unwrap().len();
+        assert!(size <= EVENTS_MAX_BYTES, "{size}");
+        let evs = reg.read_events(&id).unwrap();
+        let types: Vec<&str> = evs.iter().map(ReadEvent::type_name).collect();
+        assert_eq!(types.len(), 21, "{types:?}");
+        assert!(types[..20].iter().all(|t| *t == kind::BELL), "{types:?}");
+        match &evs[20] {
+            ReadEvent::Known(Event {
+                kind: EventKind::TitleChange { title, .. },
+                ..
+            }) => assert_eq!(title.len(), EVENT_STRING_MAX_BYTES),
+            other => panic!("{other:?}"),
+        }
+        // Too many fields to cut down: the bare event, marked.
+        let many = (0..20_000)
+            .map(|i| {
+                (
+                    format!("tags.k{i}"),
+                    Change {
+                        old: Value::Null,
+                        new: json!("v"),
+                    },
+                )
+            })
+            .collect();
+        let ev = Event::new(&id, &inc, EventKind::MetadataChange { changes: many });
+        let line = event_line(&ev).unwrap();
+        assert!(line.len() <= EVENT_LINE_MAX_BYTES);
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v["truncated"], true);
+        assert_eq!(v["type"], kind::METADATA_CHANGE);
     }
 
     #[test]

@@ -10,7 +10,6 @@
 
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use latch_wire::ids::{INCARNATION_NONCE_LEN, INCARNATION_TAG_LEN};
@@ -121,22 +120,17 @@ impl Key {
                 reason,
             })
         };
-        let mut f = match fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LoadError::Missing),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err(unsafe_key("it is a symbolic link".into()))
-            }
-            Err(e) => {
+        // No-follow, non-blocking, regular files only (SPEC §9.2, §9.14).
+        let f = match crate::file::open_regular(path) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Err(LoadError::Missing),
+            Err(crate::file::FileError::Io { source, .. }) => {
                 return Err(LoadError::Refused(RegistryError::io(
                     format!("open {}", path.display()),
-                    e,
+                    source,
                 )))
             }
+            Err(e) => return Err(unsafe_key(e.reason())),
         };
         let refused_io = |what: &str, e| {
             LoadError::Refused(RegistryError::io(format!("{what} {}", path.display()), e))
@@ -144,8 +138,8 @@ impl Key {
         let meta = f.metadata().map_err(|e| refused_io("stat", e))?;
         crate::root::owned_by_us_with_mode(&meta, 0o600, path).map_err(unsafe_key)?;
         let mut bytes = Vec::with_capacity(KEY_LEN + 1);
-        Read::by_ref(&mut f)
-            .take(KEY_LEN as u64 + 1)
+        Read::by_ref(&mut &f)
+            .take(crate::file::FileKind::Key.max_bytes() + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| refused_io("read", e))?;
         if bytes.is_empty() {

@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod events;
+pub mod file;
 pub mod key;
 pub mod lock;
 pub mod proc;
@@ -19,6 +20,7 @@ pub mod root;
 pub mod screen;
 pub mod shell;
 pub mod spec;
+pub mod tail;
 
 // Entry points for the fuzz targets in fuzz/ (not a public API).
 #[cfg(feature = "fuzzing")]
@@ -182,10 +184,10 @@ impl Registry {
     /// A file that exists but cannot be read or parsed is an error.
     pub fn defaults(&self) -> Result<Defaults, RegistryError> {
         let path = self.root.join(DEFAULTS_FILE);
-        let parsed = match fs::read(&path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
-            Err(e) => Err(e.to_string()),
-            Ok(bytes) => serde_json::from_slice::<Defaults>(&bytes).map_err(|e| {
+        let parsed = match file::read_bounded(&path, file::FileKind::Defaults) {
+            Ok(None) => return Ok(Default::default()),
+            Err(e) => Err(e.reason()),
+            Ok(Some(bytes)) => serde_json::from_slice::<Defaults>(&bytes).map_err(|e| {
                 if serde_json::from_slice::<Record>(&bytes).is_ok() {
                     // Before `defaults` was reserved, a session could take that id.
                     format!(
@@ -217,9 +219,10 @@ impl Registry {
     }
 
     /// Reads a record without the lock (writes are atomic renames, so never torn),
-    /// and verifies its owner binding: a record whose owner (or whose lack of one)
-    /// does not verify under the key is `Corrupt`, a degraded read (SPEC.md §9.3),
-    /// never an unowned record or someone else's.
+    /// and verifies it under the key: its incarnation must be minted for its id, and
+    /// its `ownerMac` must bind its owner (or the absence of one) to that creation.
+    /// A record that fails either, or has no `ownerMac`, is `Corrupt`, a degraded
+    /// read (SPEC.md §9.3), never an unowned record or someone else's.
     pub fn read_record(&self, id: &SessionId) -> Result<Option<Record>, RegistryError> {
         let path = self.record_path(id);
         let Some(record) = record::read_record_file(&path, id)? else {
@@ -229,25 +232,24 @@ impl Registry {
             path: path.clone(),
             reason: reason.to_owned(),
         };
-        match (&record.owner, &record.owner_mac) {
-            // Written before owners existed: no owner, nothing to verify.
-            (None, None) => {}
-            (Some(_), None) => {
-                return Err(corrupt(
-                    "it names an owner without an ownerMac (edited by hand?)",
-                ))
-            }
-            (owner, Some(mac)) => {
-                let ok = record::from_hex(mac).is_some_and(|mac| {
-                    self.key
-                        .verify_owner(id, &record.incarnation, owner.as_ref(), &mac)
-                });
-                if !ok {
-                    return Err(corrupt(
-                        "its owner does not verify against ownerMac under the registry key (edited by hand?)",
-                    ));
-                }
-            }
+        if !self.key.verify(id, &record.incarnation) {
+            return Err(corrupt(
+                "its incarnation was not minted for this id under the registry key (edited by hand, or another root's?)",
+            ));
+        }
+        let Some(mac) = &record.owner_mac else {
+            return Err(corrupt(
+                "it has no ownerMac, which every record carries (edited by hand?)",
+            ));
+        };
+        let ok = record::from_hex(mac).is_some_and(|mac| {
+            self.key
+                .verify_owner(id, &record.incarnation, record.owner.as_ref(), &mac)
+        });
+        if !ok {
+            return Err(corrupt(
+                "its owner does not verify against ownerMac under the registry key (edited by hand?)",
+            ));
         }
         Ok(Some(record))
     }
@@ -275,6 +277,20 @@ impl Registry {
             what: "record",
             source,
         })?;
+        if bytes.len() as u64 > file::RECORD_MAX_BYTES {
+            // Never write a record no reader would read (SPEC §9.14).
+            return Err(RegistryError::io(
+                format!("write {}", self.record_path(&record.id).display()),
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "the record would be {} bytes, over RECORD_MAX_BYTES ({})",
+                        bytes.len(),
+                        file::RECORD_MAX_BYTES
+                    ),
+                ),
+            ));
+        }
         record::write_atomic(&self.record_path(&record.id), &bytes)
     }
 
@@ -283,14 +299,14 @@ impl Registry {
     /// `removed` event (bounded in size, §9.9). The socket is not touched here: only
     /// its daemon, or a caller that proved it dead, removes it (see
     /// [`Registry::remove_stale_socket`]).
+    ///
+    /// Nothing is removed halfway: when one of them is a directory (which latch
+    /// never makes), nothing is removed and the error names it (SPEC §9.15); callers
+    /// check [`Registry::check_removable`] before they log `removed`.
     pub fn remove_files(&self, lock: SessionLock) -> Result<(), RegistryError> {
         let id = lock.id().clone();
-        for path in [
-            self.record_path(&id),
-            self.final_screen_path(&id),
-            self.log_path(&id),
-            self.rotated_log_path(&id),
-        ] {
+        self.check_removable(&id)?;
+        for path in self.removable_paths(&id) {
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -299,6 +315,32 @@ impl Registry {
         }
         lock.unlink()
             .map_err(|e| RegistryError::io("remove lock file", e))?;
+        Ok(())
+    }
+
+    fn removable_paths(&self, id: &SessionId) -> [PathBuf; 4] {
+        [
+            self.record_path(id),
+            self.final_screen_path(id),
+            self.log_path(id),
+            self.rotated_log_path(id),
+        ]
+    }
+
+    /// Whether [`Registry::remove_files`] can remove every file of `id`: none of them
+    /// is a directory. A directory is degraded (`Corrupt`, exit 7), named, and
+    /// left for the user (SPEC §9.15).
+    pub fn check_removable(&self, id: &SessionId) -> Result<(), RegistryError> {
+        for path in self.removable_paths(id) {
+            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                return Err(RegistryError::Corrupt {
+                    path,
+                    reason: "it is a directory, which latch never makes nor removes; \
+                             nothing was removed"
+                        .into(),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -473,11 +515,16 @@ mod tests {
         assert!(corrupt(&rec), "mac stripped, owner kept");
         rec.owner_mac = Some("zz".into());
         assert!(corrupt(&rec), "mac not hex");
-        // A record from before owners: neither field.
+        // Neither field: no downgrade to "written before owners" (SPEC §9.3).
         rec.owner = None;
         rec.owner_mac = None;
-        reg.write_record(&lock, &rec).unwrap();
-        assert_eq!(reg.read_record(&id).unwrap().unwrap().owner, None);
+        assert!(corrupt(&rec), "both stripped");
+        // An incarnation never minted for the id, with a mac made for it anyway.
+        let forged = latch_wire::Incarnation::from_parts([7; 16], [9; 16]);
+        rec.incarnation = forged;
+        rec.owner_mac = Some(reg.owner_mac(&id, &forged, None));
+        assert!(corrupt(&rec), "never-minted incarnation");
+        rec.incarnation = inc;
         // An unowned record of this build binds the absence too.
         rec.owner_mac = Some(reg.owner_mac(&id, &inc, None));
         reg.write_record(&lock, &rec).unwrap();

@@ -72,8 +72,8 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
     /// Lowercase hex of the MAC binding `owner` (or its absence) to `{id,
-    /// incarnation}` under the registry key. Absent only in records written before
-    /// owners existed, which then carry no owner.
+    /// incarnation}` under the registry key. Every record carries it: one without
+    /// it is degraded (SPEC.md §9.3); it is optional here only to report that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_mac: Option<String>,
     /// Fields written by another build, preserved on rewrite.
@@ -82,17 +82,12 @@ pub struct Record {
 }
 
 /// Reads and parses a record file. `Ok(None)`: no such file. `Err(Corrupt)`: the file
-/// exists but cannot be read or parsed (a degraded read, never an absence).
+/// exists but cannot be read or parsed (a degraded read, never an absence). Not
+/// verified under the key: [`crate::Registry::read_record`] is the reader to trust.
 pub fn read_record_file(path: &Path, id: &SessionId) -> Result<Option<Record>, RegistryError> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(RegistryError::Corrupt {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            })
-        }
+    // Bounded, no-follow, regular files only (SPEC §9.14).
+    let Some(bytes) = crate::file::read_bounded(path, crate::file::FileKind::Record)? else {
+        return Ok(None);
     };
     let record: Record = serde_json::from_slice(&bytes).map_err(|e| RegistryError::Corrupt {
         path: path.to_path_buf(),
@@ -102,6 +97,17 @@ pub fn read_record_file(path: &Path, id: &SessionId) -> Result<Option<Record>, R
         return Err(RegistryError::Corrupt {
             path: path.to_path_buf(),
             reason: format!("record names id {}, file is for {id}", record.id),
+        });
+    }
+    // A version this build does not know may carry what it cannot verify: degraded,
+    // never read as if it were its own (SPEC §9.3).
+    if record.version != RECORD_VERSION {
+        return Err(RegistryError::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!(
+                "record version {}; this latch reads version {RECORD_VERSION}",
+                record.version
+            ),
         });
     }
     Ok(Some(record))

@@ -2,9 +2,7 @@
 //! kept beside the record under the same incarnation and removed with it
 //! (SPEC §9.15).
 
-use std::fs;
-use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 
 use latch_wire::{Incarnation, SessionId};
 use serde::{Deserialize, Serialize};
@@ -82,28 +80,11 @@ impl Registry {
             path: path.clone(),
             reason,
         };
-        let file = match fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(corrupt(e.to_string())),
+        // Bounded, no-follow, regular files only (SPEC §9.14).
+        let Some(bytes) = crate::file::read_bounded(&path, crate::file::FileKind::FinalScreen)?
+        else {
+            return Ok(None);
         };
-        let meta = file.metadata().map_err(|e| corrupt(e.to_string()))?;
-        if !meta.is_file() {
-            return Err(corrupt("not a regular file".into()));
-        }
-        let mut bytes = Vec::new();
-        file.take(FINAL_SCREEN_MAX_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| corrupt(e.to_string()))?;
-        if bytes.len() as u64 > FINAL_SCREEN_MAX_BYTES {
-            return Err(corrupt(format!(
-                "larger than {FINAL_SCREEN_MAX_BYTES} bytes"
-            )));
-        }
         let screen: FinalScreen =
             serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
         if &screen.id != id || screen.version != FINAL_SCREEN_VERSION {

@@ -38,6 +38,33 @@ fn registry_constants_match_spec() {
     assert_eq!(OWNER_MAC_LEN * 2, 64);
 }
 
+/// §9.14's caps of the one reader (§9.1) and of events lines.
+#[test]
+fn file_caps_match_spec() {
+    use latch_registry::events::{EVENT_LINE_MAX_BYTES, EVENT_STRING_MAX_BYTES};
+    use latch_registry::file::{FileKind, DEFAULTS_MAX_BYTES, RECEIPT_MAX_BYTES, RECORD_MAX_BYTES};
+    for (row, value) in [
+        ("RECORD_MAX_BYTES", RECORD_MAX_BYTES),
+        ("DEFAULTS_MAX_BYTES", DEFAULTS_MAX_BYTES),
+        ("RECEIPT_MAX_BYTES", RECEIPT_MAX_BYTES),
+        ("KEY_LEN", KEY_LEN as u64),
+        ("EVENT_LINE_MAX_BYTES", EVENT_LINE_MAX_BYTES as u64),
+        ("EVENT_STRING_MAX_BYTES", EVENT_STRING_MAX_BYTES as u64),
+    ] {
+        assert!(SPEC.contains(&format!("| {row} | {value} |")), "{row}");
+    }
+    assert_eq!(FileKind::Record.max_bytes(), RECORD_MAX_BYTES);
+    assert_eq!(FileKind::Defaults.max_bytes(), DEFAULTS_MAX_BYTES);
+    assert_eq!(FileKind::Receipt.max_bytes(), RECEIPT_MAX_BYTES);
+    assert_eq!(FileKind::Key.max_bytes(), KEY_LEN as u64);
+    assert_eq!(FileKind::Events.max_bytes(), EVENTS_READ_MAX_BYTES);
+    assert_eq!(
+        FileKind::FinalScreen.max_bytes(),
+        latch_registry::screen::FINAL_SCREEN_MAX_BYTES
+    );
+    assert_eq!(EVENT_LINE_MAX_BYTES as u64, EVENTS_MAX_BYTES / 4);
+}
+
 #[test]
 fn final_screen_constants_match_spec() {
     use latch_registry::screen::{FINAL_FULL_MAX_BYTES, FINAL_SCREEN_MAX_BYTES};

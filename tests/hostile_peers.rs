@@ -1,0 +1,297 @@
+//! End to end: hostile peers and hosts cost a bounded amount and go nowhere
+//! (SPEC.md §8, §9.11, §12.2). The bridge is spoken to directly over its stdio, as
+//! ssh would; `$LATCH_SSH` stands in for ssh where a caller is under test.
+
+mod support;
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+use support::{latch_bin, Reg};
+
+/// Writes an executable shell script.
+fn script(path: &Path, body: &str) -> PathBuf {
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_owned()
+}
+
+/// An "ssh" that only notes it was run (one line per run) and fails as ssh does.
+fn ssh_marker(reg: &Reg) -> (PathBuf, PathBuf) {
+    let mark = reg.root.with_file_name("ssh-was-run");
+    let ssh = script(
+        &reg.root.with_file_name("marker-ssh"),
+        &format!("echo \"$@\" >> '{}'\nexit 255\n", mark.display()),
+    );
+    (ssh, mark)
+}
+
+/// An "ssh" that runs this host's own bridge (whatever host it is given), noting
+/// each run.
+fn ssh_loopback(reg: &Reg) -> (PathBuf, PathBuf) {
+    let mark = reg.root.with_file_name("loopback-runs");
+    let ssh = script(
+        &reg.root.with_file_name("loopback-ssh"),
+        &format!(
+            "echo run >> '{}'\nexec '{}' bridge\n",
+            mark.display(),
+            latch_bin()
+        ),
+    );
+    (ssh, mark)
+}
+
+fn request(op: Value) -> Value {
+    let mut r = json!({"remote": {"min": 1, "max": 1}, "latch": "test"});
+    r.as_object_mut()
+        .unwrap()
+        .extend(op.as_object().unwrap().clone());
+    r
+}
+
+/// Runs `latch bridge` with `line` then `rest` on its stdin, as ssh would.
+fn bridge(reg: &Reg, env: &[(&str, &Path)], line: &Value, rest: &[u8]) -> Output {
+    let mut cmd = Command::new(latch_bin());
+    cmd.arg("bridge")
+        .env("LATCH_ROOT", &reg.root)
+        .env("LATCH_HOST", "evil")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    // The bridge may refuse before it has read it all.
+    let _ = stdin.write_all(rest);
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// A valid patch followed by blanks: `size` bytes of JSON in all.
+fn padded_patch(size: usize) -> Vec<u8> {
+    let mut p = br#"{"tags": {"big": "1"}}"#.to_vec();
+    p.resize(size, b' ');
+    p
+}
+
+#[test]
+fn meta_patch_reads_a_bounded_patch_locally() {
+    let reg = Reg::new();
+    reg.new_session("mp", &["sleep", "600"]);
+    let over = padded_patch(64 * 1024 + 1);
+    let r = reg.run_stdin(
+        &["meta", "patch", "--id", "mp"],
+        std::str::from_utf8(&over).unwrap(),
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("bound"), "{r:?}");
+    assert!(reg.record("mp")["tags"].get("big").is_none());
+
+    // At the bound, it is a patch like any other.
+    let at = padded_patch(64 * 1024);
+    let r = reg.run_stdin(
+        &["meta", "patch", "--id", "mp"],
+        std::str::from_utf8(&at).unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(reg.record("mp")["tags"]["big"], "1");
+}
+
+#[test]
+fn meta_patch_reads_a_bounded_patch_through_the_bridge() {
+    let reg = Reg::new();
+    reg.new_session("mb", &["sleep", "600"]);
+    let line = request(json!({"exec": {"args": ["meta", "patch", "--id", "mb"]}}));
+    let out = bridge(&reg, &[], &line, &padded_patch(1 << 20));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(reg.record("mb")["tags"].get("big").is_none());
+
+    // The caller reads (and bounds) the patch before ssh starts.
+    let (ssh, runs) = ssh_loopback(&reg);
+    let mut child = reg
+        .cmd()
+        .args(["--host", "here", "meta", "patch", "--id", "mb"])
+        .env("LATCH_SSH", &ssh)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(&padded_patch(1 << 20));
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!runs.exists(), "ssh was started");
+    assert!(reg.record("mb")["tags"].get("big").is_none());
+
+    // A patch within the bound goes through.
+    let r = reg
+        .cmd()
+        .args(["--host", "here", "meta", "patch", "--id", "mb"])
+        .env("LATCH_SSH", &ssh)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(&padded_patch(100))?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{r:?}");
+    assert_eq!(reg.record("mb")["tags"]["big"], "1");
+}
+
+/// The header a real bridge answers with.
+fn real_header(reg: &Reg) -> String {
+    let line = request(json!({"exec": {"args": ["--version"]}}));
+    let out = bridge(reg, &[], &line, b"");
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines().next().unwrap().to_owned()
+}
+
+#[test]
+fn an_oversized_ls_answer_is_a_protocol_error_naming_the_host() {
+    let reg = Reg::new();
+    reg.new_session("ls1", &["sleep", "600"]);
+    // A bridge that answers a valid header, then 17 MB of blanks and an empty list.
+    let header = real_header(&reg);
+    let ssh = script(
+        &reg.root.with_file_name("flood-ssh"),
+        &format!(
+            "read -r _\nprintf '%s\\n' '{header}'\nhead -c 17000000 /dev/zero | tr '\\0' ' '\n\
+             echo '[]'\n"
+        ),
+    );
+    let r = Run::of(
+        reg.cmd()
+            .args(["ls", "--host", "flood", "--json"])
+            .env("LATCH_SSH", &ssh),
+    );
+    assert_eq!(r.code, 8, "{r:?}");
+    assert!(r.stderr.contains("host flood"), "{r:?}");
+    assert!(r.stderr.contains("bound"), "{r:?}");
+
+    // An answer within the bound is merged as before.
+    let (ssh, _) = ssh_loopback(&reg);
+    let r = Run::of(
+        reg.cmd()
+            .args(["ls", "--host", "here", "--json"])
+            .env("LATCH_SSH", &ssh),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(rows[0]["id"], "ls1");
+    assert_eq!(rows[0]["host"], "here");
+}
+
+/// A finished command.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn of(cmd: &mut Command) -> Self {
+        let o = cmd.output().unwrap();
+        Self {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+#[test]
+fn a_bridge_never_routes_a_host_ref_in_exec_arguments() {
+    let reg = Reg::new();
+    reg.new_session("abcd", &["sleep", "600"]);
+    let (ssh, mark) = ssh_marker(&reg);
+    let env = [("LATCH_SSH", ssh.as_path())];
+    for args in [
+        json!(["tag", "evil:abcd", "k=v"]),
+        json!(["status", "evil:abcd"]),
+        json!([
+            "rm",
+            "--force",
+            "evil:abcd@00000000000000000000000000000000"
+        ]),
+        json!(["--host", "evil", "tag", "abcd", "k=v"]),
+        json!(["tag", "abcd", "k=v"]),
+    ] {
+        let line = request(json!({"exec": {"args": args}}));
+        let out = bridge(&reg, &env, &line, b"");
+        assert!(!mark.exists(), "{args}: the bridge ran ssh: {out:?}");
+        let code = out.status.code();
+        if args[1] == "abcd" {
+            assert_eq!(code, Some(0), "{args}: {out:?}");
+        } else {
+            assert_ne!(code, Some(0), "{args}: {out:?}");
+        }
+    }
+    // Only the local REF acted.
+    assert_eq!(reg.record("abcd")["tags"]["k"], "v");
+    assert!(reg.path("abcd.json").exists());
+}
+
+#[test]
+fn a_bridge_never_routes_a_create() {
+    let reg = Reg::new();
+    let (ssh, mark) = ssh_marker(&reg);
+    let env = [("LATCH_SSH", ssh.as_path())];
+    let line = request(json!({"connect": {
+        "create": ["--host", "evil", "--id", "far", "--", "sleep", "600"]
+    }}));
+    let out = bridge(&reg, &env, &line, b"");
+    assert!(!mark.exists(), "the bridge's `latch new` ran ssh: {out:?}");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!reg.path("far.json").exists());
+
+    // After `--`, `--host` is the program's, created here.
+    let line = request(json!({"connect": {
+        "create": ["--id", "near", "--", "sh", "-c", "exec sleep 600", "x", "--host", "evil"]
+    }}));
+    let out = bridge(&reg, &env, &line, b"");
+    assert!(!mark.exists(), "{out:?}");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let command = reg.record("near")["command"].clone();
+    assert_eq!(
+        command,
+        json!(["sh", "-c", "exec sleep 600", "x", "--host", "evil"])
+    );
+}
+
+#[test]
+fn the_host_is_taken_off_the_ref_not_off_an_equal_option_value() {
+    let reg = Reg::new();
+    let made = reg.run(&[
+        "new",
+        "-d",
+        "--id",
+        "sess1",
+        "--owner",
+        "here:sess1",
+        "--",
+        "sleep",
+        "600",
+    ]);
+    assert_eq!(made.code, 0, "{made:?}");
+    let (ssh, runs) = ssh_loopback(&reg);
+    let r = Run::of(
+        reg.cmd()
+            .args(["tag", "--owner", "here:sess1", "here:sess1", "k=v"])
+            .env("LATCH_SSH", &ssh),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(reg.record("sess1")["tags"]["k"], "v");
+    let runs = std::fs::read_to_string(runs).unwrap();
+    assert_eq!(runs.lines().count(), 1, "one ssh, none from the bridge");
+}

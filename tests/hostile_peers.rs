@@ -295,3 +295,119 @@ fn the_host_is_taken_off_the_ref_not_off_an_equal_option_value() {
     let runs = std::fs::read_to_string(runs).unwrap();
     assert_eq!(runs.lines().count(), 1, "one ssh, none from the bridge");
 }
+
+/// Connects raw, and sends HELLO, BIND and PEEK (full scrollback) at once.
+fn raw_full_peek(reg: &Reg, id: &str, inc: &str) -> std::os::unix::net::UnixStream {
+    use latch_wire::{ClientCodec, ClientFrame, Incarnation, PeekRequest, SessionId, SUPPORTED};
+    let mut s = std::os::unix::net::UnixStream::connect(reg.path(&format!("{id}.sock"))).unwrap();
+    let mut codec = ClientCodec::default();
+    let mut buf = bytes::BytesMut::new();
+    for f in [
+        ClientFrame::Hello {
+            versions: SUPPORTED,
+            client: "hostile-peers-test".into(),
+        },
+        ClientFrame::Bind {
+            id: SessionId::new(id).unwrap(),
+            incarnation: Incarnation::parse(inc).unwrap(),
+        },
+        ClientFrame::Peek(PeekRequest {
+            plain: true,
+            full: true,
+        }),
+    ] {
+        codec.encode_client(&f, &mut buf).unwrap();
+    }
+    s.write_all(&buf).unwrap();
+    s
+}
+
+/// Reads frames until the SCREEN; returns it.
+fn read_screen(mut s: std::os::unix::net::UnixStream) -> Vec<u8> {
+    use latch_wire::{ClientCodec, ServerFrame};
+    use std::io::Read;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    let mut codec = ClientCodec::default();
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        while let Some(frame) = codec.decode_server(&mut buf).unwrap() {
+            match frame {
+                ServerFrame::Screen(b) => return b.to_vec(),
+                ServerFrame::Welcome { .. } | ServerFrame::Bound { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before the SCREEN");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Waits (a bounded poll of the daemon's own log) until it holds `text`.
+fn wait_log(reg: &Reg, id: &str, text: &str) -> Option<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        let log = std::fs::read_to_string(reg.path(&format!("{id}.log"))).unwrap_or_default();
+        if let Some(line) = log.lines().find(|l| l.contains(text)) {
+            return Some(line.to_owned());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
+}
+
+/// Connections that each send PEEK full and never read: once the daemon's unread
+/// replies would pass its reply budget (lowered to 1 MiB for the test; each screen
+/// is about 800 KB), a PEEK waits without being queued, by the daemon's own
+/// account; STATUS and a small PEEK of another client are still answered; and every
+/// PEEK gets its whole screen once its client reads (SPEC.md §8).
+#[test]
+fn unread_full_peeks_wait_for_the_shared_reply_budget_and_all_are_answered() {
+    let reg = Reg::new();
+    let made = reg
+        .cmd()
+        .env("LATCH_TEST_REPLY_BUDGET", "1048576")
+        .args([
+            "new",
+            "-d",
+            "--json",
+            "--id",
+            "pb",
+            "--",
+            "sh",
+            "-c",
+            "yes 0123456789012345678901234567890123456789012345678901234567890123456789abcdefgh \
+             | head -n 10000; echo READY; exec sleep 600",
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let inc = reg.record("pb")["incarnation"].as_str().unwrap().to_owned();
+    reg.wait_for("pb", "READY");
+
+    let raws: Vec<_> = (0..6).map(|_| raw_full_peek(&reg, "pb", &inc)).collect();
+    let line = wait_log(&reg, "pb", "PEEK waits for the reply budget")
+        .expect("no PEEK waited for the reply budget");
+    assert!(line.contains("of 1048576 bytes"), "{line}");
+
+    // Control and a small PEEK are served meanwhile.
+    assert_eq!(reg.run(&["status", "pb"]).code, 0);
+    let peek = reg.run(&["peek", "pb"]);
+    assert!(peek.ok().contains("READY"), "{peek:?}");
+
+    // Every PEEK gets its whole screen once read.
+    let screens: Vec<Vec<u8>> = std::thread::scope(|scope| {
+        let readers: Vec<_> = raws
+            .into_iter()
+            .map(|s| scope.spawn(move || read_screen(s)))
+            .collect();
+        readers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for screen in screens {
+        let text = String::from_utf8_lossy(&screen);
+        assert!(text.contains("READY"), "{} bytes", screen.len());
+        assert!(screen.len() > 700_000, "{} bytes", screen.len());
+    }
+}

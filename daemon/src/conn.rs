@@ -227,6 +227,10 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
         for out in outs {
             carry_out(session, client, out);
         }
+        // A PEEK the reply budget could not take yet waits here (SPEC.md §8).
+        client
+            .serve_parked(|p| session.peek(client, p.plain, p.full))
+            .await;
         // Replies: a client that does not read its answers stops being read.
         while client.replies_full() && client.phase() == Phase::Open {
             tokio::select! {
@@ -359,6 +363,7 @@ async fn write_loop(session: &Session, client: &Rc<Peer>, mut wr: OwnedWriteHalf
             client.wake_writer.notified().await;
             continue;
         }
+        let unwritten = buf.len();
         let written = match deadline {
             None => tokio::select! {
                 r = timeout(stall, wr.write_buf(&mut buf)) => match r {
@@ -377,6 +382,8 @@ async fn write_loop(session: &Session, client: &Rc<Peer>, mut wr: OwnedWriteHalf
             },
             Some(d) => matches!(timeout_at(d, wr.write_all_buf(&mut buf)).await, Ok(Ok(()))),
         };
+        // Replies count in the daemon's budget until the socket has them (SPEC.md §8).
+        client.written(unwritten - buf.len());
         if !written {
             client.fail();
             break;

@@ -30,7 +30,7 @@ use tokio::net::UnixListener;
 use tokio::sync::Notify;
 
 use crate::create::{Claim, Created};
-use crate::outbound::{pty_size, Peer, Phase};
+use crate::outbound::{pty_size, Peer, Phase, ReplyBudget};
 use crate::pty::{self, ChildProc};
 use crate::status;
 use latch_screen as screen;
@@ -100,6 +100,8 @@ pub(crate) struct Session {
     attached: RefCell<Vec<Attached>>,
     clients: RefCell<HashMap<u64, Rc<Peer>>>,
     next_client: Cell<u64>,
+    /// Reply bytes queued over every connection (SPEC.md §8).
+    replies: Rc<ReplyBudget>,
     input: RefCell<InputQueue>,
     /// Wakes the PTY writer: input was queued.
     pub input_ready: Notify,
@@ -153,6 +155,7 @@ impl Session {
             attached: RefCell::new(Vec::new()),
             clients: RefCell::new(HashMap::new()),
             next_client: Cell::new(1),
+            replies: Rc::new(ReplyBudget::from_env()),
             input: RefCell::new(InputQueue::default()),
             input_ready: Notify::new(),
             input_room: Notify::new(),
@@ -207,7 +210,7 @@ impl Session {
         let id = self.next_client.get();
         self.next_client.set(id.wrapping_add(1));
         let conn = ServerConn::new(self.server_config(), Instant::now());
-        let client = Rc::new(Peer::new(id, conn));
+        let client = Rc::new(Peer::new(id, conn, self.replies.clone()));
         self.clients.borrow_mut().insert(id, client.clone());
         client
     }
@@ -470,7 +473,8 @@ impl Session {
     pub fn peek(&self, client: &Peer, plain: bool, full: bool) {
         let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
         self.settle();
-        client.send(Outbound::Strict(ServerFrame::Screen(snapshot)));
+        let peek = latch_wire::PeekRequest { plain, full };
+        client.send_screen(Outbound::Strict(ServerFrame::Screen(snapshot)), peek);
     }
 
     /// INPUT: queue bytes for the PTY, in arrival order across all connections.

@@ -41,7 +41,8 @@ impl Answer {
     pub const fn max(self) -> usize {
         match self {
             Self::Ls => 16 << 20,
-            Self::Status => 1 << 20,
+            // As the target line, which holds the same record.
+            Self::Status => LINE_MAX,
         }
     }
 

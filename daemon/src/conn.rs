@@ -295,8 +295,11 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
                     session.join(client, 0, 0, true, Screen::LegacyPeek { plain, full });
                     Ok(())
                 }
-                Effect::Peek(PeekRequest { plain, full }) => {
-                    session.peek(client, plain, full);
+                Effect::Peek(peek) => {
+                    // Else it waits for the reply budget (SPEC.md §8).
+                    if client.may_cut(peek) {
+                        session.peek(client, peek.plain, peek.full);
+                    }
                     Ok(())
                 }
                 Effect::Input(bytes) => session.input(bytes, attached_writer),

@@ -71,6 +71,9 @@ pub(crate) struct ReplyBudget {
     limit: usize,
     /// Wakes every PEEK waiting for room: replies were written or dropped.
     pub freed: Notify,
+    /// Per kind of PEEK (plain or not, full or not), the cost of its last SCREEN:
+    /// what the next one is expected to cost before it is cut.
+    screens: [Cell<usize>; 4],
 }
 
 impl ReplyBudget {
@@ -80,6 +83,7 @@ impl ReplyBudget {
             queued: Cell::new(0),
             limit,
             freed: Notify::new(),
+            screens: Default::default(),
         }
     }
 
@@ -109,6 +113,20 @@ impl ReplyBudget {
     pub fn admits(&self, cost: usize) -> bool {
         let queued = self.queued.get();
         cost <= REPLY_QUEUE_BYTES || queued == 0 || queued.saturating_add(cost) <= self.limit
+    }
+
+    /// The cost of the last SCREEN cut for a PEEK of this kind (0 before any).
+    pub fn last_screen(&self, peek: PeekRequest) -> usize {
+        self.screens[Self::kind(peek)].get()
+    }
+
+    /// A SCREEN of this kind, costing `cost`, was cut.
+    fn cut(&self, peek: PeekRequest, cost: usize) {
+        self.screens[Self::kind(peek)].set(cost);
+    }
+
+    fn kind(peek: PeekRequest) -> usize {
+        usize::from(peek.plain) * 2 + usize::from(peek.full)
     }
 
     /// One connection's reply bytes went from `before` to `after`.
@@ -440,19 +458,36 @@ impl Peer {
         true
     }
 
+    /// Whether a PEEK may cut its screen now: a screen of its kind as large as the
+    /// last one cut must fit the budget (SPEC.md §8). Otherwise it is parked without
+    /// cutting anything (a full scrollback takes long to cut), and the reader serves
+    /// it once there is room ([`Peer::serve_parked`]).
+    pub fn may_cut(&self, peek: PeekRequest) -> bool {
+        let guess = self.budget.last_screen(peek);
+        if self.phase.get() != Phase::Open || self.budget.admits(guess) {
+            return true;
+        }
+        self.park(peek, guess);
+        false
+    }
+
     /// Queues the SCREEN answering `peek` if the daemon's reply budget admits it
-    /// (SPEC.md §8). Otherwise nothing is queued and the PEEK is parked: the reader
-    /// serves it again, reading nothing else meanwhile, once there is room
-    /// ([`Peer::serve_parked`]).
+    /// (SPEC.md §8). Otherwise nothing is queued and the PEEK is parked, as by
+    /// [`Peer::may_cut`].
     pub fn send_screen(&self, item: Outbound, peek: PeekRequest) {
         let c = cost(&item);
+        self.budget.cut(peek, c);
         if self.phase.get() != Phase::Open || self.budget.admits(c) {
             self.send(item);
             return;
         }
+        self.park(peek, c);
+    }
+
+    fn park(&self, peek: PeekRequest, c: usize) {
         log!(
             "connection {}: PEEK waits for the reply budget ({} of {} bytes of replies \
-             queued; its screen is {c} bytes)",
+             queued; its screen is about {c} bytes)",
             self.id,
             self.budget.queued(),
             self.budget.limit()
@@ -768,6 +803,24 @@ mod tests {
         let frames = drain(&b, &mut cb);
         assert!(matches!(&frames[..], [ServerFrame::Screen(s)] if s.len() == 700 << 10));
         assert_eq!(shared.queued(), 0);
+    }
+
+    #[test]
+    fn a_peek_expected_not_to_fit_waits_before_its_screen_is_cut() {
+        let shared = Rc::new(ReplyBudget::new(1 << 20));
+        let a = Peer::new(1, conn(), shared.clone());
+        let b = Peer::new(2, conn(), shared.clone());
+        assert!(a.may_cut(FULL), "nothing is known, nothing is queued");
+        a.send_screen(screen(700 << 10), FULL);
+        assert_eq!(shared.last_screen(FULL), cost(&screen(700 << 10)));
+        assert!(!b.may_cut(FULL), "a screen like the last one would not fit");
+        assert!(b.parked.get().is_some());
+        let visible = PeekRequest {
+            plain: true,
+            full: false,
+        };
+        let c = Peer::new(3, conn(), shared.clone());
+        assert!(c.may_cut(visible), "another kind has its own estimate");
     }
 
     #[test]

@@ -46,9 +46,20 @@ fn take_receipt(receipt: Option<Receipt>) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// Set once this process is a bridge: from then on it never routes (SPEC.md §12.2).
+static ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process is a bridge. A bridge never goes further: everything it
+/// receives is for its own registry, a `HOST:ID` there is an id (which fails
+/// validation), and `--host` and `$LATCH_HOST` never route (SPEC.md §12.2).
+pub fn active() -> bool {
+    ACTIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Runs the bridge; returns the exit code.
 pub fn run() -> i32 {
-    // A bridge never goes further: the caller's host is this one.
+    ACTIVE.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Nor does the `latch new` it runs for a create: it inherits no LATCH_HOST.
     // SAFETY (edition 2021: safe fn): no other thread runs yet.
     std::env::remove_var("LATCH_HOST");
     let mut stdin = std::io::stdin().lock();
@@ -226,8 +237,31 @@ fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
     }
 }
 
+/// Refuses create arguments that would take `latch new` anywhere but this host's
+/// registry (`--host` before `--`; after it, it is the program's). The child parses
+/// them as this does, and inherits no `$LATCH_HOST` (SPEC.md §12.2).
+fn check_create_args(args: &[String]) -> Result<(), ClientError> {
+    let argv = ["latch", "--json", "new", "-d"]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(args.iter().cloned());
+    let local = match crate::cli::Cli::try_parse_from(argv) {
+        // Not parsed: the child refuses it as a usage error, here as anywhere.
+        Err(_) => true,
+        Ok(cli) => cli.host.is_empty() && matches!(cli.command, Some(crate::cli::Command::New(_))),
+    };
+    if local {
+        Ok(())
+    } else {
+        Err(ClientError::Usage(
+            "a bridge creates on its own host only: the create arguments name a host".into(),
+        ))
+    }
+}
+
 /// `latch --json new -d ARGS` as a child process; its created line.
 fn create(root: Option<&str>, args: &[String]) -> Result<serde_json::Value, ClientError> {
+    check_create_args(args)?;
     let exe =
         std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
     let mut cmd = std::process::Command::new(exe);

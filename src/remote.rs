@@ -20,8 +20,39 @@ pub const REMOTE_MIN: u16 = 1;
 /// The highest.
 pub const REMOTE_MAX: u16 = 1;
 
-/// The most read for a header or target line (SPEC.md §12.2).
+/// The most read for a request or target line (SPEC.md §12.2).
 pub const LINE_MAX: usize = 8 << 20;
+
+/// The most read for a header line (SPEC.md §12.2).
+pub const HEADER_MAX: usize = 64 << 10;
+
+/// An answer the caller keeps whole (SPEC.md §12.2): each kind has its bound, and
+/// a host that sends more is a protocol error naming it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// `latch --json ls` (`ls` over hosts, §12.6).
+    Ls,
+    /// `latch status --json ID@INCARNATION` (kill's fallback, §12.3).
+    Status,
+}
+
+impl Answer {
+    /// Its bound, in bytes.
+    pub const fn max(self) -> usize {
+        match self {
+            Self::Ls => 16 << 20,
+            // As the target line, which holds the same record.
+            Self::Status => LINE_MAX,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Ls => "ls",
+            Self::Status => "status",
+        }
+    }
+}
 
 /// How long the first line from the other host may take (ssh's connection and
 /// authentication included; ssh's own ConnectTimeout applies too).
@@ -385,9 +416,9 @@ fn check_header(host: &Host, line: &[u8]) -> Result<Header, ClientError> {
     Ok(header)
 }
 
-/// Reads one line (without its `\n`) of at most LINE_MAX bytes, byte by byte, so
+/// Reads one line (without its `\n`) of at most `max` bytes, byte by byte, so
 /// nothing after it is consumed. `Ok(None)`: EOF first.
-fn read_line_raw(r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
+fn read_line_raw(r: &mut impl Read, max: usize) -> std::io::Result<Option<Vec<u8>>> {
     let mut line = Vec::new();
     let mut b = [0u8; 1];
     loop {
@@ -395,8 +426,10 @@ fn read_line_raw(r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
             Ok(0) => return Ok(None),
             Ok(_) if b[0] == b'\n' => return Ok(Some(line)),
             Ok(_) => {
-                if line.len() >= LINE_MAX {
-                    return Err(std::io::Error::other("line over its bound"));
+                if line.len() >= max {
+                    return Err(std::io::Error::other(format!(
+                        "a line over its bound of {max} bytes"
+                    )));
                 }
                 line.push(b[0]);
             }
@@ -454,13 +487,14 @@ impl Ssh {
 
 /// Runs `latch ARGS` on `host` (SPEC.md §12.2 exec): its stdout is copied to ours
 /// as it comes (or returned, with `capture`), its stderr to ours, and its exit code
-/// returned. With `stdin`, our stdin follows the request (for `meta patch`).
+/// returned. With `stdin`, these bytes follow the request, then its end (a `meta
+/// patch`, read and bounded by the caller).
 pub fn exec(
     host: &Host,
     args: Vec<String>,
     receipt: Option<Receipt>,
-    stdin: bool,
-    capture: bool,
+    stdin: Option<Vec<u8>>,
+    capture: Option<Answer>,
 ) -> Result<(i32, Vec<u8>), ClientError> {
     let mut cmd = ssh_command(host);
     cmd.stdin(Stdio::piped())
@@ -479,16 +513,18 @@ pub fn exec(
     let req = serde_json::to_string(&our_request(Op::Exec { args, receipt }))
         .map_err(|e| ClientError::Other(e.to_string()))?;
     let _ = input.write_all(format!("{req}\n").as_bytes());
-    if stdin {
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut input);
-        });
-    } else {
-        drop(input);
+    match stdin {
+        // A writer of its own: the bridge may answer before it has read it all.
+        Some(bytes) => {
+            std::thread::spawn(move || {
+                let _ = input.write_all(&bytes);
+            });
+        }
+        None => drop(input),
     }
     let mut line = Vec::new();
     let got = (&mut out)
-        .take(LINE_MAX as u64)
+        .take(HEADER_MAX as u64)
         .read_until(b'\n', &mut line);
     if !line.ends_with(b"\n") {
         drop(out);
@@ -498,11 +534,25 @@ pub fn exec(
     check_header(host, &line)?;
     let mut captured = Vec::new();
     let io = |e: std::io::Error| ClientError::Other(format!("host {host}: {e}"));
-    if capture {
+    if let Some(kind) = capture {
+        let max = kind.max();
         (&mut out)
-            .take(1 << 30)
+            .take(max as u64 + 1)
             .read_to_end(&mut captured)
             .map_err(io)?;
+        if captured.len() > max {
+            // Nothing more is read: ssh (ours) ends, and the bridge with it.
+            drop(out);
+            let _ = ssh.child.kill();
+            let _ = ssh.child.wait();
+            return Err(ClientError::protocol(
+                Mismatch::Remote,
+                format!(
+                    "host {host} sent a {} answer over its bound of {max} bytes",
+                    kind.name()
+                ),
+            ));
+        }
     } else {
         let mut stdout = std::io::stdout();
         loop {
@@ -602,7 +652,7 @@ pub fn connect(host: &Host, req: ConnectRequest) -> Result<Relay, ClientError> {
         .map_err(|e| ClientError::Other(e.to_string()))?;
     let _ = mine.write_all(format!("{req}\n").as_bytes());
     let _ = mine.set_read_timeout(Some(HEADER_TIMEOUT));
-    let header = match read_line_raw(&mut mine) {
+    let header = match read_line_raw(&mut mine, HEADER_MAX) {
         Ok(Some(l)) => l,
         Ok(None) => {
             drop(mine);
@@ -614,7 +664,7 @@ pub fn connect(host: &Host, req: ConnectRequest) -> Result<Relay, ClientError> {
         }
     };
     check_header(host, &header)?;
-    let line = match read_line_raw(&mut mine) {
+    let line = match read_line_raw(&mut mine, LINE_MAX) {
         Ok(Some(l)) => l,
         Ok(None) => {
             drop(mine);

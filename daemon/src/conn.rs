@@ -227,6 +227,10 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
         for out in outs {
             carry_out(session, client, out);
         }
+        // A PEEK the reply budget could not take yet waits here (SPEC.md §8).
+        client
+            .serve_parked(|p| session.peek(client, p.plain, p.full))
+            .await;
         // Replies: a client that does not read its answers stops being read.
         while client.replies_full() && client.phase() == Phase::Open {
             tokio::select! {
@@ -294,8 +298,11 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
                     session.join(client, 0, 0, true, Screen::LegacyPeek { plain, full });
                     Ok(())
                 }
-                Effect::Peek(PeekRequest { plain, full }) => {
-                    session.peek(client, plain, full);
+                Effect::Peek(peek) => {
+                    // Else it waits for the reply budget (SPEC.md §8).
+                    if client.may_cut(peek) {
+                        session.peek(client, peek.plain, peek.full);
+                    }
                     Ok(())
                 }
                 Effect::Input(bytes) => session.input(bytes, attached_writer),
@@ -366,6 +373,7 @@ async fn write_loop(session: &Session, client: &Rc<Peer>, mut wr: OwnedWriteHalf
             client.wake_writer.notified().await;
             continue;
         }
+        let unwritten = buf.len();
         let written = match deadline {
             None => tokio::select! {
                 r = timeout(stall, wr.write_buf(&mut buf)) => match r {
@@ -384,6 +392,8 @@ async fn write_loop(session: &Session, client: &Rc<Peer>, mut wr: OwnedWriteHalf
             },
             Some(d) => matches!(timeout_at(d, wr.write_all_buf(&mut buf)).await, Ok(Ok(()))),
         };
+        // Replies count in the daemon's budget until the socket has them (SPEC.md §8).
+        client.written(unwritten - buf.len());
         if !written {
             client.fail();
             break;

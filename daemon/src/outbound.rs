@@ -9,7 +9,11 @@
 //!   SCREEN, errors). They are always queued; instead, the connection's reader stops
 //!   reading requests while more than [`REPLY_QUEUE_BYTES`] of replies are pending,
 //!   so a client that sends requests without reading the answers only fills its own
-//!   socket buffer;
+//!   socket buffer. Replies are also counted across every connection
+//!   ([`ReplyBudget`]): a PEEK's SCREEN larger than [`REPLY_QUEUE_BYTES`] is queued
+//!   only while the daemon's unread replies leave room for it within
+//!   [`REPLY_BUDGET_BYTES`]; otherwise that PEEK waits, and its connection is not
+//!   read, until there is room (it is never refused);
 //! - **stream** frames fanned out to an attached client (OUTPUT, GEOMETRY, the
 //!   attach SCREEN, EXIT). Enqueueing never waits. When a stream frame would take
 //!   the queue over [`CLIENT_QUEUE_BYTES`] or [`CLIENT_QUEUE_ITEMS`], the client has
@@ -28,18 +32,19 @@
 //! [`CLIENT_STALL_MS`] while its writer has bytes for it: it is sent
 //! `too-slow` (best effort, within [`CUT_WRITE_TIMEOUT`]) and closed.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use latch_wire::codec::Outbound;
 use latch_wire::legacy::LegacyServerFrame;
 use latch_wire::limits::{
-    CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS, CLIENT_STALL_MS, REPLY_QUEUE_BYTES,
+    CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS, CLIENT_STALL_MS, REPLY_BUDGET_BYTES, REPLY_QUEUE_BYTES,
 };
 use latch_wire::server::ServerConn;
-use latch_wire::{ErrorCode, ServerFrame};
+use latch_wire::{ErrorCode, PeekRequest, ServerFrame};
 use tokio::sync::Notify;
 
 /// How long a cut-off client's writer may take to finish its half-written frame and
@@ -53,6 +58,116 @@ pub(crate) const WRITE_BATCH: usize = 256 * 1024;
 
 /// The environment variable that lowers [`CLIENT_STALL_MS`] for tests (SPEC.md §8).
 pub(crate) const ENV_STALL_MS: &str = "LATCH_TEST_STALL_MS";
+
+/// The environment variable that lowers [`REPLY_BUDGET_BYTES`] for tests (SPEC.md §8).
+pub(crate) const ENV_REPLY_BUDGET: &str = "LATCH_TEST_REPLY_BUDGET";
+
+/// The reply bytes queued across every connection of the daemon, and the bound a
+/// large reply must fit in (SPEC.md §8). Every queued reply counts; only a PEEK's
+/// SCREEN larger than [`REPLY_QUEUE_BYTES`] waits for room ([`ReplyBudget::admits`]).
+#[derive(Debug)]
+pub(crate) struct ReplyBudget {
+    queued: Cell<usize>,
+    limit: usize,
+    /// Wakes every PEEK waiting for room: replies were written or dropped.
+    pub freed: Notify,
+    /// Per kind of PEEK (plain or not, full or not), the cost of its last SCREEN:
+    /// what the next one is expected to cost before it is cut.
+    screens: [Cell<usize>; 4],
+}
+
+impl ReplyBudget {
+    /// An empty budget of `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            queued: Cell::new(0),
+            limit,
+            freed: Notify::new(),
+            screens: Default::default(),
+        }
+    }
+
+    /// [`REPLY_BUDGET_BYTES`], or the test override read at daemon start.
+    pub fn from_env() -> Self {
+        let limit = std::env::var(ENV_REPLY_BUDGET)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&b| b > 0)
+            .unwrap_or(REPLY_BUDGET_BYTES);
+        Self::new(limit)
+    }
+
+    /// Reply bytes queued now, over every connection.
+    pub fn queued(&self) -> usize {
+        self.queued.get()
+    }
+
+    /// The bound.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Whether a reply costing `cost` may be queued now: a small one always (each
+    /// connection's own bound holds it), a large one if it fits within the bound or
+    /// nothing at all is queued (so the largest reply is always served in the end).
+    pub fn admits(&self, cost: usize) -> bool {
+        let queued = self.queued.get();
+        cost <= REPLY_QUEUE_BYTES || queued == 0 || queued.saturating_add(cost) <= self.limit
+    }
+
+    /// The cost of the last SCREEN cut for a PEEK of this kind (0 before any).
+    pub fn last_screen(&self, peek: PeekRequest) -> usize {
+        self.screens[Self::kind(peek)].get()
+    }
+
+    /// A SCREEN of this kind, costing `cost`, was cut.
+    fn cut(&self, peek: PeekRequest, cost: usize) {
+        self.screens[Self::kind(peek)].set(cost);
+    }
+
+    fn kind(peek: PeekRequest) -> usize {
+        usize::from(peek.plain) * 2 + usize::from(peek.full)
+    }
+
+    /// One connection's reply bytes went from `before` to `after`.
+    fn moved(&self, before: usize, after: usize) {
+        if after >= before {
+            self.queued
+                .set(self.queued.get().saturating_add(after - before));
+        } else {
+            self.queued
+                .set(self.queued.get().saturating_sub(before - after));
+            self.freed.notify_waiters();
+        }
+    }
+}
+
+/// A connection's queue, borrowed: on release, the change in its reply bytes is
+/// carried to the daemon's [`ReplyBudget`], whatever the operation was.
+struct Tracked<'a> {
+    queue: RefMut<'a, Queue>,
+    before: usize,
+    budget: &'a ReplyBudget,
+}
+
+impl std::ops::Deref for Tracked<'_> {
+    type Target = Queue;
+    fn deref(&self) -> &Queue {
+        &self.queue
+    }
+}
+
+impl std::ops::DerefMut for Tracked<'_> {
+    fn deref_mut(&mut self) -> &mut Queue {
+        &mut self.queue
+    }
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        self.budget.moved(self.before, self.queue.replies());
+    }
+}
 
 /// How long a client may read nothing while output is pending for it.
 pub(crate) fn stall_timeout() -> Duration {
@@ -162,15 +277,15 @@ impl Queue {
         Pushed::Queued
     }
 
-    /// Takes the oldest frame.
-    pub fn pop(&mut self) -> Option<Outbound> {
+    /// Takes the oldest frame, with its lane.
+    pub fn pop(&mut self) -> Option<(Lane, Outbound)> {
         let (lane, item) = self.items.pop_front()?;
         let c = cost(&item);
         self.pending = self.pending.saturating_sub(c);
         if lane == Lane::Reply {
             self.replies = self.replies.saturating_sub(c);
         }
-        Some(item)
+        Some((lane, item))
     }
 
     /// Drops every stream frame; replies stay, in order.
@@ -242,16 +357,39 @@ pub(crate) struct Peer {
     pub stop_reader: Notify,
     /// Wakes a reader waiting for its replies to drain.
     pub replies_drained: Notify,
+    /// The daemon's reply budget, shared by every connection.
+    budget: Rc<ReplyBudget>,
+    /// A PEEK waiting for room in the budget, and the size its SCREEN had.
+    parked: Cell<Option<(PeekRequest, usize)>>,
+    /// The writer's encoded bytes not yet written, in runs by lane, in order: a
+    /// reply counts in the budget until the socket has taken it.
+    unwritten: RefCell<VecDeque<(Lane, usize)>>,
+    /// The reply bytes among them.
+    unwritten_replies: Cell<usize>,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        // What it never wrote leaves the budget with it.
+        let held = self.queue.get_mut().replies() + self.unwritten_replies.get();
+        self.budget.moved(held, 0);
+    }
 }
 
 impl Peer {
-    /// A new open connection.
-    pub fn new(id: u64, conn: ServerConn) -> Self {
-        Self::with_bounds(id, conn, CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS)
+    /// A new open connection, counting its replies in `budget`.
+    pub fn new(id: u64, conn: ServerConn, budget: Rc<ReplyBudget>) -> Self {
+        Self::with_bounds(id, conn, budget, CLIENT_QUEUE_BYTES, CLIENT_QUEUE_ITEMS)
     }
 
     /// A new open connection with other bounds (tests).
-    pub fn with_bounds(id: u64, conn: ServerConn, bytes: usize, items: usize) -> Self {
+    pub fn with_bounds(
+        id: u64,
+        conn: ServerConn,
+        budget: Rc<ReplyBudget>,
+        bytes: usize,
+        items: usize,
+    ) -> Self {
         Self {
             id,
             conn: RefCell::new(conn),
@@ -263,6 +401,51 @@ impl Peer {
             cut: Notify::new(),
             stop_reader: Notify::new(),
             replies_drained: Notify::new(),
+            budget,
+            parked: Cell::new(None),
+            unwritten: RefCell::new(VecDeque::new()),
+            unwritten_replies: Cell::new(0),
+        }
+    }
+
+    /// The writer's socket took `n` more bytes of what [`Peer::fill`] encoded.
+    pub fn written(&self, mut n: usize) {
+        let mut runs = self.unwritten.borrow_mut();
+        let mut replies = 0;
+        while n > 0 {
+            let Some((lane, len)) = runs.front_mut() else {
+                break;
+            };
+            let took = n.min(*len);
+            if *lane == Lane::Reply {
+                replies += took;
+            }
+            *len -= took;
+            n -= took;
+            if *len == 0 {
+                runs.pop_front();
+            }
+        }
+        drop(runs);
+        self.forget_unwritten(replies);
+    }
+
+    /// `n` reply bytes of the writer's buffer are gone (written, or dropped).
+    fn forget_unwritten(&self, n: usize) {
+        if n > 0 {
+            let held = self.unwritten_replies.get();
+            self.unwritten_replies.set(held.saturating_sub(n));
+            self.budget.moved(held, held.saturating_sub(n));
+        }
+    }
+
+    /// The queue, its reply bytes carried to the budget when released.
+    fn queue_mut(&self) -> Tracked<'_> {
+        let queue = self.queue.borrow_mut();
+        Tracked {
+            before: queue.replies(),
+            queue,
+            budget: &self.budget,
         }
     }
 
@@ -281,9 +464,73 @@ impl Peer {
         if self.phase.get() != Phase::Open {
             return false;
         }
-        self.queue.borrow_mut().push_reply(item);
+        self.queue_mut().push_reply(item);
         self.wake_writer.notify_one();
         true
+    }
+
+    /// Whether a PEEK may cut its screen now: a screen of its kind as large as the
+    /// last one cut must fit the budget (SPEC.md §8). Otherwise it is parked without
+    /// cutting anything (a full scrollback takes long to cut), and the reader serves
+    /// it once there is room ([`Peer::serve_parked`]).
+    pub fn may_cut(&self, peek: PeekRequest) -> bool {
+        let guess = self.budget.last_screen(peek);
+        if self.phase.get() != Phase::Open || self.budget.admits(guess) {
+            return true;
+        }
+        self.park(peek, guess);
+        false
+    }
+
+    /// Queues the SCREEN answering `peek` if the daemon's reply budget admits it
+    /// (SPEC.md §8). Otherwise nothing is queued and the PEEK is parked, as by
+    /// [`Peer::may_cut`].
+    pub fn send_screen(&self, item: Outbound, peek: PeekRequest) {
+        let c = cost(&item);
+        self.budget.cut(peek, c);
+        if self.phase.get() != Phase::Open || self.budget.admits(c) {
+            self.send(item);
+            return;
+        }
+        self.park(peek, c);
+    }
+
+    fn park(&self, peek: PeekRequest, c: usize) {
+        log!(
+            "connection {}: PEEK waits for the reply budget ({} of {} bytes of replies \
+             queued; its screen is about {c} bytes)",
+            self.id,
+            self.budget.queued(),
+            self.budget.limit()
+        );
+        self.parked.set(Some((peek, c)));
+    }
+
+    /// Serves a parked PEEK again with `peek` once the budget has room for a screen
+    /// of the size it had (a new screen is cut then), until it is queued or the
+    /// connection closes.
+    pub async fn serve_parked(&self, peek: impl Fn(PeekRequest)) {
+        while let Some((request, c)) = self.parked.get() {
+            let freed = self.budget.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if self.phase.get() != Phase::Open {
+                self.parked.set(None);
+                return;
+            }
+            if self.budget.admits(c) {
+                self.parked.set(None);
+                peek(request);
+                continue;
+            }
+            tokio::select! {
+                () = freed => {}
+                () = self.stop_reader.notified() => {
+                    self.parked.set(None);
+                    return;
+                }
+            }
+        }
     }
 
     /// Queues a stream frame. Returns false if it was not queued: the connection
@@ -292,7 +539,7 @@ impl Peer {
         if self.phase.get() != Phase::Open || self.behind.get() {
             return false;
         }
-        let pushed = self.queue.borrow_mut().push_stream(item);
+        let pushed = self.queue_mut().push_stream(item);
         match pushed {
             Pushed::Queued => {
                 self.wake_writer.notify_one();
@@ -311,7 +558,7 @@ impl Peer {
         if self.phase.get() != Phase::Open {
             return false;
         }
-        self.queue.borrow_mut().push_reply(item);
+        self.queue_mut().push_reply(item);
         self.wake_writer.notify_one();
         true
     }
@@ -320,7 +567,7 @@ impl Peer {
     /// resynchronises the client.
     fn fall_behind(&self) {
         self.behind.set(true);
-        let dropped = self.queue.borrow_mut().drop_stream();
+        let dropped = self.queue_mut().drop_stream();
         log!(
             "connection {} fell behind: {dropped} bytes of output dropped; \
              it gets a fresh screen once it has read what is queued",
@@ -361,7 +608,7 @@ impl Peer {
     /// there) and closes the connection.
     pub fn cut_off(&self, stalled: Duration) {
         self.phase.set(Phase::Cut);
-        let mut q = self.queue.borrow_mut();
+        let mut q = self.queue_mut();
         log!(
             "connection {} cut off: read nothing for {} s with output pending ({} bytes dropped)",
             self.id,
@@ -399,19 +646,26 @@ impl Peer {
         if self.phase.get() == Phase::Open {
             self.phase.set(Phase::Closing);
         }
-        self.queue.borrow_mut().clear();
+        self.queue_mut().clear();
+        // Nor will the writer's buffer be.
+        self.unwritten.borrow_mut().clear();
+        self.forget_unwritten(self.unwritten_replies.get());
         self.stop_reader.notify_one();
         self.replies_drained.notify_one();
     }
 
     /// Moves queued frames into `buf`, encoded in the connection's framing, until
-    /// it holds `max` bytes or the queue is empty.
+    /// it holds `max` bytes or the queue is empty. Replies stay in the budget until
+    /// [`Peer::written`] says the socket took them.
     pub fn fill(&self, buf: &mut BytesMut, max: usize) {
         let mut codec = self.conn.borrow_mut();
-        let mut q = self.queue.borrow_mut();
+        let mut q = self.queue_mut();
+        let mut runs = self.unwritten.borrow_mut();
         let had_replies = q.replies() > 0;
+        let mut replies = 0;
         while buf.len() < max {
-            let Some(item) = q.pop() else { break };
+            let Some((lane, item)) = q.pop() else { break };
+            let start = buf.len();
             if let Err(e) = codec.encode(&item, buf) {
                 log!("connection {}: cannot encode a frame: {e}", self.id);
                 if let Outbound::Strict(_) = item {
@@ -419,10 +673,22 @@ impl Peer {
                     let _ = codec.encode(&Outbound::Strict(refusal), buf);
                 }
             }
+            let n = buf.len() - start;
+            match runs.back_mut() {
+                Some((l, len)) if *l == lane => *len += n,
+                _ => runs.push_back((lane, n)),
+            }
+            if lane == Lane::Reply {
+                replies += n;
+            }
         }
         let drained = had_replies && q.replies() <= REPLY_QUEUE_BYTES;
+        drop(runs);
         drop(q);
         drop(codec);
+        let held = self.unwritten_replies.get();
+        self.unwritten_replies.set(held + replies);
+        self.budget.moved(held, held + replies);
         if drained {
             self.replies_drained.notify_one();
         }
@@ -451,6 +717,142 @@ mod tests {
             latch_wire::LegacyPolicy::Full,
             std::time::Instant::now(),
         )
+    }
+
+    fn budget() -> Rc<ReplyBudget> {
+        Rc::new(ReplyBudget::new(REPLY_BUDGET_BYTES))
+    }
+
+    fn screen(n: usize) -> Outbound {
+        Outbound::Strict(ServerFrame::Screen(bytes::Bytes::from(vec![b's'; n])))
+    }
+
+    const FULL: PeekRequest = PeekRequest {
+        plain: true,
+        full: true,
+    };
+
+    #[test]
+    fn the_budget_admits_small_replies_always_and_large_ones_within_its_bound() {
+        let b = ReplyBudget::new(1 << 20);
+        assert!(b.admits(64 << 20), "anything when nothing is queued");
+        b.moved(0, 900 << 10);
+        assert!(b.admits(REPLY_QUEUE_BYTES), "a small reply always");
+        assert!(b.admits(100 << 10));
+        assert!(
+            !b.admits(REPLY_QUEUE_BYTES + 1),
+            "a large one only within the bound"
+        );
+        b.moved(900 << 10, 0);
+        assert_eq!(b.queued(), 0);
+        assert!(b.admits(1 << 20));
+    }
+
+    fn drain(c: &Peer, codec: &mut latch_wire::ClientCodec) -> Vec<ServerFrame> {
+        let mut buf = BytesMut::new();
+        c.fill(&mut buf, usize::MAX);
+        c.written(buf.len());
+        let mut frames = Vec::new();
+        while let Some(f) = codec.decode_server(&mut buf).unwrap() {
+            frames.push(f);
+        }
+        frames
+    }
+
+    #[test]
+    fn replies_are_counted_across_connections_and_a_large_peek_waits_for_room() {
+        let shared = Rc::new(ReplyBudget::new(1 << 20));
+        let a = Peer::new(1, conn(), shared.clone());
+        let b = Peer::new(2, conn(), shared.clone());
+        let (mut ca, mut cb) = (
+            latch_wire::ClientCodec::default(),
+            latch_wire::ClientCodec::default(),
+        );
+        // Every reply counts, on every connection.
+        a.send_screen(screen(700 << 10), FULL);
+        assert_eq!(shared.queued(), cost(&screen(700 << 10)));
+        assert!(b.send(Outbound::Strict(ServerFrame::Pong(1))));
+        let both = cost(&screen(700 << 10)) + cost(&Outbound::Strict(ServerFrame::Pong(1)));
+        assert_eq!(shared.queued(), both);
+        // A second large screen does not fit: nothing is queued, the PEEK waits.
+        b.send_screen(screen(700 << 10), FULL);
+        assert_eq!(shared.queued(), both, "not queued");
+        assert!(b.parked.get().is_some());
+        // A small one still goes.
+        b.send_screen(screen(1000), FULL);
+        assert_eq!(drain(&b, &mut cb).len(), 2, "PONG and the small screen");
+        // The parked PEEK is served once A's screen has been written.
+        let served = Cell::new(0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let wait = b.serve_parked(|p| {
+                served.set(served.get() + 1);
+                b.send_screen(screen(700 << 10), p);
+            });
+            tokio::pin!(wait);
+            assert!(
+                futures_util::FutureExt::now_or_never(wait.as_mut()).is_none(),
+                "waits while A's reply is unread"
+            );
+            // Taken by A's writer but not yet by its socket: it still counts.
+            let mut buf = BytesMut::new();
+            a.fill(&mut buf, usize::MAX);
+            assert_eq!(shared.queued(), buf.len());
+            assert!(futures_util::FutureExt::now_or_never(wait.as_mut()).is_none());
+            a.written(buf.len() / 2);
+            assert!(futures_util::FutureExt::now_or_never(wait.as_mut()).is_none());
+            a.written(buf.len() - buf.len() / 2);
+            assert_eq!(shared.queued(), 0);
+            let frames = ca.decode_server(&mut buf).unwrap();
+            assert!(matches!(frames, Some(ServerFrame::Screen(_))));
+            wait.await;
+        });
+        assert_eq!(served.get(), 1);
+        assert_eq!(shared.queued(), cost(&screen(700 << 10)));
+        let frames = drain(&b, &mut cb);
+        assert!(matches!(&frames[..], [ServerFrame::Screen(s)] if s.len() == 700 << 10));
+        assert_eq!(shared.queued(), 0);
+    }
+
+    #[test]
+    fn a_peek_expected_not_to_fit_waits_before_its_screen_is_cut() {
+        let shared = Rc::new(ReplyBudget::new(1 << 20));
+        let a = Peer::new(1, conn(), shared.clone());
+        let b = Peer::new(2, conn(), shared.clone());
+        assert!(a.may_cut(FULL), "nothing is known, nothing is queued");
+        a.send_screen(screen(700 << 10), FULL);
+        assert_eq!(shared.last_screen(FULL), cost(&screen(700 << 10)));
+        assert!(!b.may_cut(FULL), "a screen like the last one would not fit");
+        assert!(b.parked.get().is_some());
+        let visible = PeekRequest {
+            plain: true,
+            full: false,
+        };
+        let c = Peer::new(3, conn(), shared.clone());
+        assert!(c.may_cut(visible), "another kind has its own estimate");
+    }
+
+    #[test]
+    fn a_connection_that_ends_or_fails_gives_its_replies_back() {
+        let shared = Rc::new(ReplyBudget::new(1 << 20));
+        let a = Peer::new(1, conn(), shared.clone());
+        a.send_screen(screen(500 << 10), FULL);
+        a.fail();
+        assert_eq!(shared.queued(), 0, "fail");
+        let b = Peer::new(2, conn(), shared.clone());
+        b.send_screen(screen(500 << 10), FULL);
+        b.close();
+        assert!(shared.queued() > 0, "a closing connection still flushes");
+        drop(b);
+        assert_eq!(shared.queued(), 0, "dropped");
+        let c = Peer::new(3, conn(), shared.clone());
+        c.send_screen(screen(500 << 10), FULL);
+        c.cut_off(Duration::from_secs(60));
+        assert!(shared.queued() < 1024, "only the too-slow error is left");
+        drop(c);
+        assert_eq!(shared.queued(), 0);
     }
 
     fn out(n: usize) -> Outbound {
@@ -521,7 +923,7 @@ mod tests {
 
     #[test]
     fn falling_behind_drops_stream_keeps_replies_and_resyncs_once_drained() {
-        let c = Peer::with_bounds(1, conn(), 10 * 1024, 1000);
+        let c = Peer::with_bounds(1, conn(), budget(), 10 * 1024, 1000);
         assert!(c.send(Outbound::Strict(ServerFrame::Pong(7))));
         let mut streamed = 0;
         while c.stream(out(1024)) {
@@ -550,7 +952,7 @@ mod tests {
 
     #[test]
     fn a_stalled_client_is_cut_off_with_too_slow() {
-        let c = Peer::new(1, conn());
+        let c = Peer::new(1, conn(), budget());
         assert!(c.stream(out(10)));
         c.cut_off(Duration::from_secs(60));
         assert_eq!(c.phase(), Phase::Cut);
@@ -571,7 +973,7 @@ mod tests {
 
     #[test]
     fn a_legacy_connection_gets_legacy_packets_and_no_too_slow() {
-        let c = Peer::new(2, conn());
+        let c = Peer::new(2, conn(), budget());
         // Its first bytes (a legacy STATUS request) decide the framing, once.
         let mut opening = BytesMut::from(&[7u8, 0, 0, 0, 0][..]);
         assert!(c

@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 
 use crate::create::{Claim, Created};
 use crate::cursor::OutputLog;
-use crate::outbound::{pty_size, Peer, Phase};
+use crate::outbound::{pty_size, Peer, Phase, ReplyBudget};
 use crate::pty::{self, ChildProc};
 use crate::status;
 use latch_screen as screen;
@@ -101,6 +101,8 @@ pub(crate) struct Session {
     attached: RefCell<Vec<Attached>>,
     clients: RefCell<HashMap<u64, Rc<Peer>>>,
     next_client: Cell<u64>,
+    /// Reply bytes queued over every connection (SPEC.md §8).
+    replies: Rc<ReplyBudget>,
     input: RefCell<InputQueue>,
     /// Wakes the PTY writer: input was queued.
     pub input_ready: Notify,
@@ -156,6 +158,7 @@ impl Session {
             attached: RefCell::new(Vec::new()),
             clients: RefCell::new(HashMap::new()),
             next_client: Cell::new(1),
+            replies: Rc::new(ReplyBudget::from_env()),
             input: RefCell::new(InputQueue::default()),
             input_ready: Notify::new(),
             input_room: Notify::new(),
@@ -211,7 +214,7 @@ impl Session {
         let id = self.next_client.get();
         self.next_client.set(id.wrapping_add(1));
         let conn = ServerConn::new(self.server_config(), Instant::now());
-        let client = Rc::new(Peer::new(id, conn));
+        let client = Rc::new(Peer::new(id, conn, self.replies.clone()));
         self.clients.borrow_mut().insert(id, client.clone());
         client
     }
@@ -495,12 +498,13 @@ impl Session {
         }
     }
 
-    /// OUTPUT_SINCE: the held output after `since`, in one reply within the frame
-    /// limit (SPEC §4.2).
+    /// OUTPUT_SINCE: the held output after `since`, at most REPLY_QUEUE_BYTES in
+    /// one reply, so that one connection's unread answers stay within the bound
+    /// after which it is no longer read (SPEC §4.7, §8); a reader asks again.
     pub fn output_since(&self, client: &Peer, since: u64, max: u32) {
         let max = usize::try_from(max)
             .unwrap_or(usize::MAX)
-            .min(latch_wire::limits::MAX_SERVER_FRAME - 64);
+            .min(latch_wire::limits::REPLY_QUEUE_BYTES);
         let range = self.log.borrow().since(since, max);
         client.send(Outbound::Strict(ServerFrame::OutputRange(range)));
     }
@@ -509,7 +513,8 @@ impl Session {
     pub fn peek(&self, client: &Peer, plain: bool, full: bool) {
         let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
         self.settle();
-        client.send(Outbound::Strict(ServerFrame::Screen(snapshot)));
+        let peek = latch_wire::PeekRequest { plain, full };
+        client.send_screen(Outbound::Strict(ServerFrame::Screen(snapshot)), peek);
     }
 
     /// INPUT: queue bytes for the PTY, in arrival order across all connections.

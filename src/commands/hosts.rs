@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use clap::Parser;
 use latch_client::{
     exit, AttachMode, Bound, ClientError, KillOutcome, Receipt, SessionStatus, UnreachableCause,
 };
@@ -83,8 +84,10 @@ fn local_only(cli: &Cli) -> Result<Option<Route>, ClientError> {
 }
 
 /// The hosts a command names (`--host`, `$LATCH_HOST`, a `HOST:ID` REF), if any.
+/// Never in a bridge, nor for `bridge` itself: a bridge acts on its own host only
+/// (SPEC.md §12.2), so it can never be made to open an ssh of its own.
 pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
-    if matches!(cli.command, Some(Command::Bridge)) {
+    if crate::bridge::active() || matches!(cli.command, Some(Command::Bridge)) {
         return Ok(None);
     }
     if cli.local {
@@ -168,7 +171,6 @@ pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
 fn forwarded_args(route: &Route) -> Result<Vec<String>, ClientError> {
     let mut out = Vec::new();
     let mut args = std::env::args_os().skip(1);
-    let mut replaced = false;
     let mut receipt_next = false;
     let mut after_dashes = false;
     while let Some(a) = args.next() {
@@ -199,15 +201,38 @@ fn forwarded_args(route: &Route) -> Result<Vec<String>, ClientError> {
                 continue;
             }
         }
-        match &route.reference {
-            Some((given, rest)) if !replaced && !after_dashes && a == *given => {
-                replaced = true;
-                out.push(rest.clone());
-            }
-            _ => out.push(a),
-        }
+        out.push(a);
+    }
+    if let Some((given, rest)) = &route.reference {
+        strip_host_of_ref(&mut out, given, rest)?;
     }
     Ok(out)
+}
+
+/// Replaces the command's REF in `args` with `rest`: the one argument that clap
+/// takes as the REF, never an option's value or a text that happens to be equal
+/// (`peek --wait h:x h:x`), so no `HOST:` REF ever reaches the bridge.
+fn strip_host_of_ref(args: &mut [String], given: &str, rest: &str) -> Result<(), ClientError> {
+    let is_ref = |args: &[String]| {
+        let argv = std::iter::once("latch".to_owned()).chain(args.iter().cloned());
+        Cli::try_parse_from(argv)
+            .ok()
+            .is_some_and(|cli| cli.command.as_ref().and_then(reference_of) == Some(rest))
+    };
+    for at in 0..args.len() {
+        if args[at] != given {
+            continue;
+        }
+        let mut tried = args.to_vec();
+        tried[at] = rest.to_owned();
+        if is_ref(&tried) {
+            args[at] = rest.to_owned();
+            return Ok(());
+        }
+    }
+    Err(usage(format!(
+        "cannot find the reference {given:?} among the arguments to send to its host"
+    )))
 }
 
 fn one(route: &Route) -> &Host {
@@ -458,7 +483,7 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                 args.push("--json".into());
             }
             args.extend(["receipt", "verify", "-"].map(str::to_owned));
-            let (code, _) = remote::exec(&host, args, route.receipt.clone(), false, false)?;
+            let (code, _) = remote::exec(&host, args, route.receipt.clone(), None, None)?;
             Ok(code)
         }
         _ => relay_exec(&route, matches!(command, Command::Meta { .. })),
@@ -527,9 +552,16 @@ fn write_receipt(
 }
 
 /// Runs this command's own arguments on the host (SPEC.md §12.2 exec).
-fn relay_exec(route: &Route, stdin: bool) -> Result<i32, ClientError> {
+/// With `patch`, stdin is a `meta patch`: read (bounded) and checked here, before
+/// ssh starts, and sent after the request line.
+fn relay_exec(route: &Route, patch: bool) -> Result<i32, ClientError> {
     let args = forwarded_args(route)?;
-    let (code, _) = remote::exec(one(route), args, route.receipt.clone(), stdin, false)?;
+    let input = if patch {
+        Some(registry_ops::read_patch(std::io::stdin())?.into_bytes())
+    } else {
+        None
+    };
+    let (code, _) = remote::exec(one(route), args, route.receipt.clone(), input, None)?;
     Ok(code)
 }
 
@@ -784,7 +816,7 @@ fn kill_on_host(
     if receipt.is_some() {
         args.extend(["--receipt".to_owned(), "-".to_owned()]);
     }
-    let (code, _) = remote::exec(one(route), args, receipt, false, false)?;
+    let (code, _) = remote::exec(one(route), args, receipt, None, None)?;
     Ok(code)
 }
 
@@ -800,7 +832,7 @@ fn exited_on_host(route: &Route, root: Option<&str>, session: &latch_wire::Sessi
         "--json".to_owned(),
         session.to_string(),
     ]);
-    match remote::exec(one(route), args, None, false, true) {
+    match remote::exec(one(route), args, None, None, Some(remote::Answer::Status)) {
         Ok((code, out)) if code == exit::OK => {
             serde_json::from_slice::<serde_json::Value>(&out).is_ok_and(|v| v["status"] == "exited")
         }
@@ -977,7 +1009,7 @@ fn ls(
 }
 
 fn ls_one(host: &Host, args: Vec<String>) -> Result<Vec<serde_json::Value>, ClientError> {
-    let (code, out) = remote::exec(host, args, None, false, true)?;
+    let (code, out) = remote::exec(host, args, None, None, Some(remote::Answer::Ls))?;
     let value: serde_json::Value = serde_json::from_slice(&out).map_err(|e| {
         ClientError::protocol(
             latch_client::Mismatch::Remote,

@@ -289,6 +289,26 @@ fn print_patched(done: &latch_client::Patched) -> Result<(), ClientError> {
     })
 }
 
+/// The most `meta patch` reads from stdin (SPEC.md §10): a patch is one small JSON
+/// object, and more is refused before anything is parsed or written.
+pub(crate) const PATCH_MAX_BYTES: usize = 64 * 1024;
+
+/// Reads a patch of at most [`PATCH_MAX_BYTES`] (a usage error beyond, exit 2),
+/// without ever holding more than one byte over the bound.
+pub(crate) fn read_patch(from: impl std::io::Read) -> Result<String, ClientError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    from.take(PATCH_MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| usage(format!("reading the patch from stdin: {e}")))?;
+    if bytes.len() > PATCH_MAX_BYTES {
+        return Err(usage(format!(
+            "the patch on stdin is over its bound of {PATCH_MAX_BYTES} bytes; nothing was changed"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| usage(format!("the patch is not UTF-8: {e}")))
+}
+
 pub(crate) fn meta(root: Option<&PathBuf>, op: MetaOp) -> Result<i32, ClientError> {
     let MetaOp::Patch { id, pre } = op;
     let id = SessionId::new(id.as_str()).map_err(|e| {
@@ -296,9 +316,7 @@ pub(crate) fn meta(root: Option<&PathBuf>, op: MetaOp) -> Result<i32, ClientErro
             "--id {id:?}: {e} (meta patch takes exact ids only)"
         ))
     })?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-        .map_err(|e| usage(format!("reading the patch from stdin: {e}")))?;
+    let text = read_patch(std::io::stdin())?;
     let patch = MetaPatch::from_json(&text)?;
     let client = open_for(root, &pre)?;
     let mut want = parse_expect(&pre)?;

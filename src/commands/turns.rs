@@ -9,7 +9,8 @@ use crate::cli::TargetArgs;
 use crate::commands::{open_target, usage};
 use crate::shapes::{self, OutputJson, RangeJson};
 
-/// How much one OUTPUT_SINCE asks for: the whole ring fits in one answer.
+/// How much one OUTPUT_SINCE asks for; the daemon answers at most
+/// REPLY_QUEUE_BYTES at a time (SPEC §4.7), and the loop asks again.
 const CHUNK: u32 = 1 << 20;
 
 /// `peek REF --since N [--raw]`: the output written after cursor N that the

@@ -28,6 +28,10 @@ pub const CLIENT_QUEUE_ITEMS: usize = 65_536;
 /// Reply bytes queued for one client beyond which the daemon stops reading its
 /// requests until it has read some replies.
 pub const REPLY_QUEUE_BYTES: usize = 256 * 1024;
+/// Reply bytes queued over every connection of a daemon beyond which a PEEK whose
+/// SCREEN is larger than [`REPLY_QUEUE_BYTES`] waits for room (32 MiB, two
+/// full-scrollback screens); it is never refused (SPEC.md §8).
+pub const REPLY_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 /// Input bytes queued for the program beyond which INPUT is held back (an attached
 /// read-write client stops being read) or refused with `input-full` (any other
 /// connection).

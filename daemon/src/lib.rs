@@ -44,6 +44,7 @@ macro_rules! log {
 
 mod conn;
 mod create;
+mod input;
 mod logging;
 mod outbound;
 mod pty;

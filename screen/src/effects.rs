@@ -90,6 +90,8 @@ pub(crate) struct Effects {
     /// Whether queries are answered (no read-write client's terminal answers them).
     pub(crate) answering: bool,
     pub(crate) replies: Vec<u8>,
+    /// Where each answer in `replies` ends.
+    pub(crate) reply_ends: Vec<usize>,
     pub(crate) events: Vec<TermEvent>,
     /// The cursor's visibility as last reported.
     pub(crate) cursor_visible: bool,
@@ -101,6 +103,7 @@ impl Default for Effects {
             listener: Listener::default(),
             answering: true,
             replies: Vec::new(),
+            reply_ends: Vec::new(),
             events: Vec::new(),
             cursor_visible: true,
         }
@@ -111,6 +114,7 @@ impl Effects {
     fn reply(&mut self, s: &str) {
         if self.answering && self.replies.len() + s.len() <= REPLIES_MAX {
             self.replies.extend_from_slice(s.as_bytes());
+            self.reply_ends.push(self.replies.len());
         }
     }
 

@@ -247,6 +247,21 @@ fn queries_are_answered_in_order_only_while_answering() {
 }
 
 #[test]
+fn answers_are_taken_one_by_one() {
+    let mut e = emu(5, 20, "ab");
+    e.process(b"\x1b[6n\x1b[c\x1b[>q\x1b]11;?\x07");
+    let got = e.take_answers();
+    let want: Vec<Vec<u8>> = vec![
+        b"\x1b[1;3R".to_vec(),
+        b"\x1b[?6c".to_vec(),
+        crate::xtversion_answer().into_bytes(),
+        b"\x1b]11;rgb:0000/0000/0000\x07".to_vec(),
+    ];
+    assert_eq!(got, want);
+    assert!(e.take_answers().is_empty() && e.take_replies().is_empty());
+}
+
+#[test]
 fn terminal_events_are_collected() {
     let mut e = emu(5, 40, "");
     e.process(

@@ -53,3 +53,68 @@ fn query_answers_of_a_program_that_does_not_read_are_bounded() {
     // daemon kept every answer (about 64 KiB per MiB of queries applied).
     assert!(stale <= 160 * 1024, "{stale} bytes of older answers");
 }
+
+/// The daemon's resident memory, from /proc.
+fn vm_rss_kib(pid: u64) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+fn daemon_pid(reg: &Reg, id: &str) -> u64 {
+    let r = reg.run(&["status", id, "--json"]);
+    r.json()["daemonPid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{r:?}"))
+}
+
+/// An endless OSC leaves the daemon's memory bounded (the emulator's parser is given
+/// at most OSC_MAX bytes of it); once finished it is a title capped at TITLE_MAX, and
+/// the session goes on (SPEC §4.4).
+#[test]
+fn a_huge_unterminated_osc_leaves_the_daemon_bounded() {
+    let reg = Reg::new();
+    let written = reg.root.with_file_name("written");
+    let script = format!(
+        "printf 'START\\n\\033]2;'; head -c 120000000 /dev/zero | tr '\\0' x; : > {w}; \
+         read line; printf '\\007AFTER-%s\\n' \"$line\"; exec sleep 600",
+        w = written.display()
+    );
+    reg.new_session("osc", &["sh", "-c", &script]);
+    reg.wait_for("osc", "START");
+    // Every byte was taken by the daemon (the terminal holds only a few KiB) once
+    // the writer is done; a PEEK then applies all of it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !written.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program never finished"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    reg.run(&["peek", "osc"]).ok();
+    let pid = daemon_pid(&reg, "osc");
+    let rss = vm_rss_kib(pid);
+    eprintln!("daemon VmRSS after 120 MB of an unterminated OSC: {rss} KiB");
+    assert!(rss < 64 * 1024, "{rss} KiB");
+    reg.run(&["send", "osc", "go\r"]).ok();
+    reg.wait_for("osc", "AFTER-go");
+    let r = reg.run(&["events", "osc", "--json"]);
+    let title = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "title_change")
+        .unwrap_or_else(|| panic!("no title event: {r:?}"));
+    let title = title["title"].as_str().unwrap();
+    assert!(
+        title.len() <= 4096 && title.bytes().all(|b| b == b'x'),
+        "{}",
+        title.len()
+    );
+    assert!(vm_rss_kib(pid) < 64 * 1024);
+}

@@ -98,11 +98,13 @@ fn apply(
     for (end, seq) in hits {
         let before = history.advance(term, parser, bytes.get(from..end).unwrap_or_default());
         collect(term, fx);
+        from = end;
         match seq {
             Seq::Clear { likely } => history.after_clear(term, before, likely),
+            // An OSC past its bound: the parser never holds the rest (SPEC §4.4).
+            Seq::Skip { len } => from = end + len,
             seq => fx.side(seq),
         }
-        from = end;
     }
     history.advance(term, parser, bytes.get(from..).unwrap_or_default());
     collect(term, fx);

@@ -262,6 +262,30 @@ fn answers_are_taken_one_by_one() {
 }
 
 #[test]
+fn a_huge_title_is_capped_and_the_terminal_keeps_working() {
+    let mut e = Emulator::new(5, 20, 100);
+    e.process(b"\x1b]2;");
+    let chunk = "\u{e9}".repeat(32 * 1024);
+    for _ in 0..100 {
+        e.push(chunk.as_bytes());
+    }
+    e.process(b"\x07after");
+    let titles: Vec<String> = e
+        .take_events()
+        .into_iter()
+        .filter_map(|ev| match ev {
+            TermEvent::Title(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(titles.len(), 1);
+    let t = &titles[0];
+    assert!(t.len() <= crate::TITLE_MAX && t.len() >= crate::TITLE_MAX - 2);
+    assert!(t.chars().all(|c| c == '\u{e9}'));
+    assert!(crate::capture(&mut e, true, false, 1 << 20).contains("after"));
+}
+
+#[test]
 fn terminal_events_are_collected() {
     let mut e = emu(5, 40, "");
     e.process(

@@ -79,6 +79,7 @@ pub use effects::{default_color, xtversion_answer, TermEvent, DA2_ANSWER};
 pub use emulator::{Emulator, NoSync};
 pub use legacy::{legacy_lines, legacy_modes, legacy_peek_snapshot, LegacyModes};
 pub use modes::RESTORE_MODES;
+pub use side::{OSC_MAX, TITLE_MAX};
 pub use strip::PlainStream;
 
 use bytes::Bytes;

@@ -118,3 +118,59 @@ fn a_huge_unterminated_osc_leaves_the_daemon_bounded() {
     );
     assert!(vm_rss_kib(pid) < 64 * 1024);
 }
+
+/// A terminal event never stalls output: while another process holds the session
+/// lock, the program rings the bell and prints a marker; the marker is on the screen
+/// while the lock is still held, and the bell is recorded once it is released
+/// (SPEC §9.9). Before, the daemon waited for the lock on its one thread and then
+/// lost the event.
+#[test]
+fn a_terminal_event_waits_for_the_lock_off_the_output_path() {
+    use std::io::BufRead;
+    let reg = Reg::new();
+    reg.new_session(
+        "bell",
+        &[
+            "sh",
+            "-c",
+            "echo READY; read x; printf '\\007'; echo MARK-$x; exec sleep 600",
+        ],
+    );
+    reg.wait_for("bell", "READY");
+    // Holds the session lock (flock, as latch takes it) until its stdin closes.
+    let mut holder = std::process::Command::new("perl")
+        .args([
+            "-e",
+            "use Fcntl ':flock'; open(my $f, '>>', $ARGV[0]) or die; \
+             flock($f, LOCK_EX) or die; $| = 1; print \"held\\n\"; <STDIN>;",
+        ])
+        .arg(reg.path("bell.lock"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "held");
+    reg.run(&["send", "bell", "go\r"]).ok();
+    reg.wait_for("bell", "MARK-go");
+    // The lock is still held: the marker did not wait for it.
+    assert!(holder.try_wait().unwrap().is_none());
+    let r = reg.run(&["events", "bell", "--json"]);
+    assert!(!r.stdout.contains(r#""type":"bell""#), "{r:?}");
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    let r = reg.run(&[
+        "events",
+        "bell",
+        "--wait",
+        "bell",
+        "--json",
+        "--timeout",
+        "10",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["type"], "bell", "{r:?}");
+}

@@ -44,6 +44,7 @@ macro_rules! log {
 
 mod conn;
 mod create;
+mod event_writer;
 mod input;
 mod logging;
 mod outbound;

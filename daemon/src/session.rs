@@ -347,20 +347,31 @@ impl Session {
             b.tokens -= 1.0;
             std::mem::take(&mut b.dropped)
         };
-        let dropped = (dropped > 0).then_some(dropped);
-        self.claim.record_event(match e {
-            screen::TermEvent::Bell => EventKind::Bell { dropped },
-            screen::TermEvent::Title(title) => EventKind::TitleChange { title, dropped },
+        let carried = (dropped > 0).then_some(dropped);
+        let event = match e {
+            screen::TermEvent::Bell => EventKind::Bell { dropped: carried },
+            screen::TermEvent::Title(title) => EventKind::TitleChange {
+                title,
+                dropped: carried,
+            },
             screen::TermEvent::Notification { osc, title, body } => EventKind::Notification {
                 source: format!("osc{osc}"),
                 title,
                 body,
-                dropped,
+                dropped: carried,
             },
-            screen::TermEvent::CursorVisible(visible) => {
-                EventKind::CursorVisible { visible, dropped }
+            screen::TermEvent::CursorVisible(visible) => EventKind::CursorVisible {
+                visible,
+                dropped: carried,
+            },
+        };
+        // Queued for the event writer, never written here (SPEC §9.9). One it cannot
+        // take counts as dropped, with those it carried.
+        if self.claim.record_event(event).is_err() {
+            if let Some(b) = self.event_buckets.borrow_mut().get_mut(kind) {
+                b.dropped += dropped + 1;
             }
-        });
+        }
     }
 
     /// Whether the emulator answers the program's queries: only while no

@@ -174,3 +174,45 @@ fn a_terminal_event_waits_for_the_lock_off_the_output_path() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["type"], "bell", "{r:?}");
 }
+
+/// The OSC bound is the emulator's alone: an attached terminal gets a large OSC 52
+/// (a clipboard payload, large by design) whole, as the program wrote it (SPEC §4.4).
+#[test]
+fn an_attached_terminal_gets_a_large_osc_whole() {
+    use latch_client::AttachEvent;
+    let reg = Reg::new();
+    let inc = reg.new_session(
+        "clip",
+        &[
+            "sh",
+            "-c",
+            "read x; printf '\\033]52;c;'; head -c 1000000 /dev/zero | tr '\\0' A; \
+             printf '\\007'; echo END-52; exec sleep 600",
+        ],
+    );
+    let c = support::client(&reg);
+    let mut a = c
+        .connect(&support::sref("clip", &inc))
+        .unwrap()
+        .attach(24, 80, latch_client::AttachMode::ReadWrite)
+        .unwrap();
+    a.reader
+        .set_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    a.writer.input(b"go\r").unwrap();
+    let mut seen = Vec::new();
+    while !seen.windows(6).any(|w| w == b"END-52") {
+        match a.reader.next_event().unwrap() {
+            AttachEvent::Output(b) => seen.extend_from_slice(&b),
+            other => panic!("{other:?}"),
+        }
+    }
+    let mut want = b"\x1b]52;c;".to_vec();
+    want.extend(std::iter::repeat_n(b'A', 1_000_000));
+    want.push(0x07);
+    assert!(
+        seen.windows(want.len()).any(|w| w == want.as_slice()),
+        "the OSC 52 did not arrive whole ({} bytes seen)",
+        seen.len()
+    );
+}

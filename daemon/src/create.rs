@@ -15,6 +15,7 @@
 //! daemon bound. The [`Claim`] kept afterwards is what lets the daemon, at exit,
 //! touch the record and the socket only while they are still its own.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::fs;
 use std::io;
@@ -23,6 +24,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Child;
+use std::sync::Arc;
 
 use latch_registry::events::{Event, EventKind};
 use latch_registry::spec::{FailureKind, ENV_INCARNATION, ENV_ROOT, ENV_SESSION_ID};
@@ -36,9 +38,8 @@ use nix::sys::stat::{umask, Mode};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+use crate::event_writer::{EventWriter, NotQueued};
 use crate::pty::{self, ChildProc, Program};
-/// How long a terminal event waits for the session lock before it is dropped.
-const EVENT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Why creation failed: `kind` is the [`latch_registry::ReadyMessage::Failed`] kind
 /// (`exists`, `busy`, `invalid`, `spawn`, `io`).
@@ -101,10 +102,12 @@ pub(crate) struct Created {
 /// incarnation) and its socket (while it is the inode this daemon bound).
 #[derive(Debug)]
 pub(crate) struct Claim {
-    registry: Registry,
+    registry: Arc<Registry>,
     own: SessionRef,
     socket_path: PathBuf,
     socket_ident: (u64, u64),
+    /// The terminal-event writer, started at the first event (SPEC §9.9).
+    events: RefCell<Option<EventWriter>>,
 }
 
 impl Claim {
@@ -128,25 +131,29 @@ impl Claim {
         self.own.incarnation
     }
 
-    /// Appends a terminal event (SPEC §9.9) if the record is still this creation's.
-    /// Waits for the lock only briefly: a busy registry loses the event rather than
-    /// stalling the session.
-    pub fn record_event(&self, kind: EventKind) {
-        let lock = match self.registry.lock(&self.own.id, EVENT_LOCK_WAIT) {
-            Ok(lock) => lock,
-            Err(e) => {
-                log!("{} event not recorded: {e}", kind.type_name());
-                return;
-            }
-        };
-        match self.registry.read_record(&self.own.id) {
-            Ok(Some(rec)) if rec.incarnation == self.own.incarnation => {
-                let ev = Event::new(&self.own.id, &self.own.incarnation, kind);
-                if let Err(e) = self.registry.append_event(&lock, &ev) {
-                    log!("cannot append the {} event: {e}", ev.type_name());
+    /// Queues a terminal event (SPEC §9.9) for the writer, which appends it if the
+    /// record is still this creation's. Never waits: the lock and the sync are the
+    /// writer's (`event_writer`).
+    pub fn record_event(&self, kind: EventKind) -> Result<(), NotQueued> {
+        let mut writer = self.events.borrow_mut();
+        if writer.is_none() {
+            match EventWriter::start(self.registry.clone(), self.own.clone()) {
+                Ok(w) => *writer = Some(w),
+                Err(e) => {
+                    log!("cannot start the event writer: {e}");
+                    return Err(NotQueued::Gone);
                 }
             }
-            _ => {}
+        }
+        writer
+            .as_ref()
+            .map_or(Err(NotQueued::Gone), |w| w.send(kind))
+    }
+
+    /// Writes the terminal events still queued and ends their writer.
+    fn close_events(&self) {
+        if let Some(mut w) = self.events.borrow_mut().take() {
+            w.close();
         }
     }
 
@@ -154,6 +161,8 @@ impl Claim {
     /// records `exit` if the record still names this incarnation, and unlinks the
     /// socket if it is still ours.
     pub fn finish(&self, exit: ExitRecord, screen: Option<FinalScreen>) {
+        // Every terminal event precedes session_exit.
+        self.close_events();
         let Some(lock) = self.lock_patiently() else {
             // Without the lock the record cannot be touched. The socket can: while our
             // listener is open nobody can have replaced it through the registry
@@ -199,6 +208,7 @@ impl Claim {
     /// Gives the creation back (the creator never learnt of it): removes the record
     /// if it still names this incarnation and unlinks the socket if it is still ours.
     pub fn withdraw(&self) {
+        self.close_events();
         let lock = self.lock_patiently();
         if lock.is_some() {
             match self.registry.read_record(&self.own.id) {
@@ -313,10 +323,11 @@ pub(crate) fn create(root: &Path, spec: &CreateSpec) -> Result<Created, CreateEr
             drop(lock);
             Ok(Created {
                 claim: Claim {
-                    registry,
+                    registry: Arc::new(registry),
                     own,
                     socket_path,
                     socket_ident,
+                    events: RefCell::new(None),
                 },
                 listener: parts.listener,
                 master: parts.master,

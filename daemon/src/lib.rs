@@ -45,6 +45,8 @@ macro_rules! log {
 mod conn;
 mod create;
 mod cursor;
+mod event_writer;
+mod input;
 mod logging;
 mod outbound;
 mod pty;

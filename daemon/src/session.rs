@@ -7,7 +7,7 @@
 //! (the consistent cut: the snapshot reflects exactly the bytes fanned out before).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::num::NonZeroU16;
 use std::os::fd::{AsFd, OwnedFd};
 use std::rc::Rc;
@@ -18,7 +18,7 @@ use latch_registry::{CreateSpec, ExitRecord};
 use latch_wire::codec::Outbound;
 use latch_wire::legacy::LegacyServerFrame;
 use latch_wire::limits::{
-    CLIENT_QUEUE_BYTES, INPUT_QUEUE_BYTES, MAX_CLIENT_FRAME, MAX_OUTPUT_CHUNK, MAX_SERVER_FRAME,
+    CLIENT_QUEUE_BYTES, MAX_CLIENT_FRAME, MAX_OUTPUT_CHUNK, MAX_SERVER_FRAME,
 };
 use latch_wire::server::{ServerConfig, ServerConn};
 use latch_wire::{
@@ -31,6 +31,7 @@ use tokio::sync::Notify;
 
 use crate::create::{Claim, Created};
 use crate::cursor::OutputLog;
+use crate::input::InputQueue;
 use crate::outbound::{pty_size, Peer, Phase, ReplyBudget};
 use crate::pty::{self, ChildProc};
 use crate::status;
@@ -72,13 +73,6 @@ impl Screen {
     }
 }
 
-/// Input waiting for the PTY, in arrival order.
-#[derive(Debug, Default)]
-struct InputQueue {
-    chunks: VecDeque<Bytes>,
-    pending: usize,
-}
-
 /// The session: identity (immutable), terminal, clients, program state.
 pub(crate) struct Session {
     /// The daemon's own creation.
@@ -112,6 +106,8 @@ pub(crate) struct Session {
     pub connection_gone: Notify,
     exit: Cell<Option<ExitStatus>>,
     draining: Cell<bool>,
+    /// Query answers are being dropped (the program does not read them).
+    answers_dropping: Cell<bool>,
     /// Per terminal-event type, its rate limit (SPEC §9.9).
     event_buckets: RefCell<HashMap<&'static str, Bucket>>,
     /// The output cursor, the ring and the shell's marks (SPEC §4.6, §8).
@@ -165,6 +161,7 @@ impl Session {
             connection_gone: Notify::new(),
             exit: Cell::new(None),
             draining: Cell::new(false),
+            answers_dropping: Cell::new(false),
             event_buckets: RefCell::new(HashMap::new()),
             log: RefCell::new(OutputLog::default()),
         };
@@ -299,19 +296,36 @@ impl Session {
     /// program's queries go to the program's input queue, and terminal events go
     /// to the event log, as far as each type's `Bucket` allows (SPEC §4.4, §9.9).
     fn settle(&self) {
-        let (replies, events) = {
+        let (answers, events) = {
             let mut term = self.term.borrow_mut();
-            (term.take_replies(), term.take_events())
+            (term.take_answers(), term.take_events())
         };
-        if !replies.is_empty() && self.exit.get().is_none() {
-            let mut q = self.input.borrow_mut();
-            q.pending = q.pending.saturating_add(replies.len());
-            q.chunks.push_back(Bytes::from(replies));
-            drop(q);
-            self.input_ready.notify_one();
+        if !answers.is_empty() && self.exit.get().is_none() {
+            self.queue_answers(answers);
         }
         for e in events {
             self.term_event(e);
+        }
+    }
+
+    /// Queues answers for the program, within the answers' bound (SPEC §8); logs
+    /// when the program stops reading them, once per stretch of drops.
+    fn queue_answers(&self, answers: Vec<Vec<u8>>) {
+        let mut q = self.input.borrow_mut();
+        let dropped = q.push_answers(answers);
+        let queued = !q.is_empty();
+        let (total, held) = (q.dropped(), q.answers());
+        drop(q);
+        if dropped > 0 && !self.answers_dropping.replace(true) {
+            log!(
+                "the program does not read its input: query answers beyond {held} bytes \
+                 are dropped ({total} so far)"
+            );
+        } else if dropped == 0 {
+            self.answers_dropping.set(false);
+        }
+        if queued {
+            self.input_ready.notify_one();
         }
     }
 
@@ -341,20 +355,31 @@ impl Session {
             b.tokens -= 1.0;
             std::mem::take(&mut b.dropped)
         };
-        let dropped = (dropped > 0).then_some(dropped);
-        self.claim.record_event(match e {
-            screen::TermEvent::Bell => EventKind::Bell { dropped },
-            screen::TermEvent::Title(title) => EventKind::TitleChange { title, dropped },
+        let carried = (dropped > 0).then_some(dropped);
+        let event = match e {
+            screen::TermEvent::Bell => EventKind::Bell { dropped: carried },
+            screen::TermEvent::Title(title) => EventKind::TitleChange {
+                title,
+                dropped: carried,
+            },
             screen::TermEvent::Notification { osc, title, body } => EventKind::Notification {
                 source: format!("osc{osc}"),
                 title,
                 body,
-                dropped,
+                dropped: carried,
             },
-            screen::TermEvent::CursorVisible(visible) => {
-                EventKind::CursorVisible { visible, dropped }
+            screen::TermEvent::CursorVisible(visible) => EventKind::CursorVisible {
+                visible,
+                dropped: carried,
+            },
+        };
+        // Queued for the event writer, never written here (SPEC §9.9). One it cannot
+        // take counts as dropped, with those it carried.
+        if self.claim.record_event(event).is_err() {
+            if let Some(b) = self.event_buckets.borrow_mut().get_mut(kind) {
+                b.dropped += dropped + 1;
             }
-        });
+        }
     }
 
     /// Whether the emulator answers the program's queries: only while no
@@ -533,12 +558,12 @@ impl Session {
                 ErrorCode::InputFull,
                 format!(
                     "the program is not reading its input ({} bytes queued); nothing was queued",
-                    self.input.borrow().pending
+                    self.input.borrow().pending()
                 ),
             ));
         }
         let mut bytes = bytes;
-        if self.input.borrow().chunks.is_empty() {
+        if self.input.borrow().is_empty() {
             // Nothing is queued before these bytes: write what the terminal takes
             // now, so a keystroke reaches the program without a task hop; the
             // writer task takes the rest (and any error) in order.
@@ -549,17 +574,14 @@ impl Session {
                 bytes.advance(n);
             }
         }
-        let mut q = self.input.borrow_mut();
-        q.pending = q.pending.saturating_add(bytes.len());
-        q.chunks.push_back(bytes);
-        drop(q);
+        self.input.borrow_mut().push_input(bytes);
         self.input_ready.notify_one();
         Ok(())
     }
 
     /// Whether the input queue has room (connections wait on `input_room` if not).
     pub fn input_has_room(&self) -> bool {
-        self.input.borrow().pending <= INPUT_QUEUE_BYTES
+        self.input.borrow().has_room()
     }
 
     /// The PTY writer's view: writes the oldest queued input with `write`; returns
@@ -569,17 +591,12 @@ impl Session {
         write: impl FnOnce(&[u8]) -> std::io::Result<usize>,
     ) -> std::io::Result<bool> {
         let mut q = self.input.borrow_mut();
-        let Some(front) = q.chunks.front_mut() else {
+        if q.is_empty() {
             return Ok(false);
-        };
-        let n = write(front).map(|n| n.min(front.len()))?;
-        front.advance(n);
-        if front.is_empty() {
-            q.chunks.pop_front();
         }
-        q.pending = q.pending.saturating_sub(n);
-        let more = !q.chunks.is_empty();
-        let room = q.pending <= INPUT_QUEUE_BYTES;
+        q.write_front(write)?;
+        let more = !q.is_empty();
+        let room = q.has_room();
         drop(q);
         if room {
             self.input_room.notify_waiters();
@@ -589,16 +606,13 @@ impl Session {
 
     /// Drops queued input (the program's side is gone).
     pub fn discard_input(&self) {
-        let mut q = self.input.borrow_mut();
-        q.chunks.clear();
-        q.pending = 0;
-        drop(q);
+        self.input.borrow_mut().clear();
         self.input_room.notify_waiters();
     }
 
     /// Whether input is queued.
     pub fn input_pending(&self) -> bool {
-        !self.input.borrow().chunks.is_empty()
+        !self.input.borrow().is_empty()
     }
 
     /// RESIZE: for an attached read-write connection, its size, then the PTY size is

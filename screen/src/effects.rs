@@ -67,7 +67,8 @@ impl EventListener for Listener {
             Event::ColorRequest(i, f) => Raw::Color(i, f),
             Event::TextAreaSizeRequest(f) => Raw::Size(f),
             Event::Bell => Raw::Event(TermEvent::Bell),
-            Event::Title(t) => Raw::Event(TermEvent::Title(t)),
+            // The scanner cuts a title for the parser already (SPEC §4.4).
+            Event::Title(t) => Raw::Event(TermEvent::Title(clip(t, crate::TITLE_MAX))),
             Event::ResetTitle => Raw::Event(TermEvent::Title(String::new())),
             _ => return,
         };
@@ -90,6 +91,8 @@ pub(crate) struct Effects {
     /// Whether queries are answered (no read-write client's terminal answers them).
     pub(crate) answering: bool,
     pub(crate) replies: Vec<u8>,
+    /// Where each answer in `replies` ends.
+    pub(crate) reply_ends: Vec<usize>,
     pub(crate) events: Vec<TermEvent>,
     /// The cursor's visibility as last reported.
     pub(crate) cursor_visible: bool,
@@ -101,6 +104,7 @@ impl Default for Effects {
             listener: Listener::default(),
             answering: true,
             replies: Vec::new(),
+            reply_ends: Vec::new(),
             events: Vec::new(),
             cursor_visible: true,
         }
@@ -111,6 +115,7 @@ impl Effects {
     fn reply(&mut self, s: &str) {
         if self.answering && self.replies.len() + s.len() <= REPLIES_MAX {
             self.replies.extend_from_slice(s.as_bytes());
+            self.reply_ends.push(self.replies.len());
         }
     }
 
@@ -163,8 +168,8 @@ impl Effects {
                     self.event(e);
                 }
             }
-            // The emulator's own business (the compact scrollback).
-            Seq::Clear { .. } => {}
+            // The emulator's own business (the compact scrollback, the OSC bound).
+            Seq::Clear { .. } | Seq::Skip { .. } => {}
         }
     }
 }
@@ -205,16 +210,17 @@ fn notification(osc: u16, payload: &[u8]) -> Option<TermEvent> {
     Some(TermEvent::Notification {
         osc,
         title,
-        body: clip(body),
+        body: clip(body, TEXT_MAX),
     })
 }
 
 /// Notification text kept for the event log.
 const TEXT_MAX: usize = 1024;
 
-fn clip(mut s: String) -> String {
-    if s.len() > TEXT_MAX {
-        let mut at = TEXT_MAX;
+/// `s` cut to at most `max` bytes, on a character boundary.
+fn clip(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut at = max;
         while !s.is_char_boundary(at) {
             at -= 1;
         }

@@ -98,11 +98,13 @@ fn apply(
     for (end, seq) in hits {
         let before = history.advance(term, parser, bytes.get(from..end).unwrap_or_default());
         collect(term, fx);
+        from = end;
         match seq {
             Seq::Clear { likely } => history.after_clear(term, before, likely),
+            // An OSC past its bound: the parser never holds the rest (SPEC §4.4).
+            Seq::Skip { len } => from = end + len,
             seq => fx.side(seq),
         }
-        from = end;
     }
     history.advance(term, parser, bytes.get(from..).unwrap_or_default());
     collect(term, fx);
@@ -173,7 +175,24 @@ impl Emulator {
 
     /// Takes the answers to the program's queries, to be written to its input.
     pub fn take_replies(&mut self) -> Vec<u8> {
+        self.fx.reply_ends.clear();
         std::mem::take(&mut self.fx.replies)
+    }
+
+    /// Takes the answers to the program's queries one by one, in order (so a bound
+    /// on them drops whole answers, SPEC §8).
+    pub fn take_answers(&mut self) -> Vec<Vec<u8>> {
+        let ends = std::mem::take(&mut self.fx.reply_ends);
+        let all = std::mem::take(&mut self.fx.replies);
+        let mut start = 0;
+        let mut out = Vec::with_capacity(ends.len());
+        for end in ends {
+            if let Some(a) = all.get(start..end) {
+                out.push(a.to_vec());
+            }
+            start = end;
+        }
+        out
     }
 
     /// Takes the terminal events seen so far (SPEC §9.9).

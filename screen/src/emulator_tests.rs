@@ -247,6 +247,45 @@ fn queries_are_answered_in_order_only_while_answering() {
 }
 
 #[test]
+fn answers_are_taken_one_by_one() {
+    let mut e = emu(5, 20, "ab");
+    e.process(b"\x1b[6n\x1b[c\x1b[>q\x1b]11;?\x07");
+    let got = e.take_answers();
+    let want: Vec<Vec<u8>> = vec![
+        b"\x1b[1;3R".to_vec(),
+        b"\x1b[?6c".to_vec(),
+        crate::xtversion_answer().into_bytes(),
+        b"\x1b]11;rgb:0000/0000/0000\x07".to_vec(),
+    ];
+    assert_eq!(got, want);
+    assert!(e.take_answers().is_empty() && e.take_replies().is_empty());
+}
+
+#[test]
+fn a_huge_title_is_capped_and_the_terminal_keeps_working() {
+    let mut e = Emulator::new(5, 20, 100);
+    e.process(b"\x1b]2;");
+    let chunk = "\u{e9}".repeat(32 * 1024);
+    for _ in 0..100 {
+        e.push(chunk.as_bytes());
+    }
+    e.process(b"\x07after");
+    let titles: Vec<String> = e
+        .take_events()
+        .into_iter()
+        .filter_map(|ev| match ev {
+            TermEvent::Title(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(titles.len(), 1);
+    let t = &titles[0];
+    assert!(t.len() <= crate::TITLE_MAX && t.len() >= crate::TITLE_MAX - 2);
+    assert!(t.chars().all(|c| c == '\u{e9}'));
+    assert!(crate::capture(&mut e, true, false, 1 << 20).contains("after"));
+}
+
+#[test]
 fn terminal_events_are_collected() {
     let mut e = emu(5, 40, "");
     e.process(

@@ -82,6 +82,7 @@ pub use emulator::{Emulator, NoSync};
 pub use legacy::{legacy_lines, legacy_modes, legacy_peek_snapshot, LegacyModes};
 pub use modes::RESTORE_MODES;
 pub use shell::{Mark, MarkKind, ShellState, ShellTracker};
+pub use side::{OSC_MAX, TITLE_MAX};
 pub use strip::PlainStream;
 
 use bytes::Bytes;

@@ -8,9 +8,23 @@
 //! It follows the escape grammar coarsely, across pushes: text is skipped with
 //! `memchr`, a CSI's parameters and an OSC's payload are kept up to
 //! [`CAPTURE_MAX`] bytes (longer ones are followed to their end and ignored).
+//!
+//! It also bounds what the parser holds of an OSC (SPEC §4.4): alacritty_terminal's
+//! parser keeps a whole OSC in memory until its end, so an OSC beyond [`OSC_MAX`]
+//! bytes (a title beyond [`TITLE_MAX`]) is cut before the parser sees the rest: the
+//! scanner reports the bytes up to its terminator as [`Seq::Skip`], and the parser
+//! then sees the OSC end as written. The cut falls on a UTF-8 character boundary.
+//! Only the emulator's copy is cut; attached terminals get the output as written.
 
 /// The most of one sequence kept (a longer notification is ignored, never cut).
 pub(crate) const CAPTURE_MAX: usize = 4096;
+/// The most of one OSC (its number, `;` and payload) the parser is given: a path of
+/// PATH_MAX bytes in an OSC 7 `file://HOST/PATH` fits (SPEC §4.4).
+pub const OSC_MAX: usize = 8192;
+/// The most of a title (OSC 0, 1, 2, after `N;`) the parser is given (SPEC §4.4).
+pub const TITLE_MAX: usize = 4096;
+/// A UTF-8 character has at most this many continuation bytes.
+const UTF8_TAIL_MAX: usize = 3;
 
 const ESC: u8 = 0x1b;
 const BEL: u8 = 0x07;
@@ -27,6 +41,9 @@ pub(crate) enum Seq {
     /// A `CSI … J` or an `ESC … c`; `likely`: it reads as `CSI 3 J` (erase the
     /// scrollback) or RIS (`ESC c`) as alacritty's parser reads them.
     Clear { likely: bool },
+    /// The `len` bytes from here belong to an OSC past its bound: the parser must
+    /// not see them (it sees the OSC's terminator next).
+    Skip { len: usize },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -49,6 +66,12 @@ pub(crate) struct Side {
     buf: Vec<u8>,
     /// The current sequence outgrew `CAPTURE_MAX`.
     over: bool,
+    /// Bytes of the current OSC given to the parser.
+    osc_len: usize,
+    /// Where the current OSC is cut ([`OSC_MAX`], less for a title).
+    osc_limit: usize,
+    /// The rest of the current OSC is being skipped.
+    skipping: bool,
 }
 
 impl Side {
@@ -71,6 +94,35 @@ impl Side {
         self.st = st;
         self.buf.clear();
         self.over = false;
+        self.osc_len = 0;
+        self.osc_limit = OSC_MAX;
+        self.skipping = false;
+    }
+
+    /// An OSC's payload byte `b` at `at`: counted and kept, or, past the bound, the
+    /// start of a skip to the OSC's terminator. Returns where scanning goes on.
+    fn osc_byte(&mut self, bytes: &[u8], at: usize, hit: &mut impl FnMut(usize, Seq)) -> usize {
+        let b = bytes.get(at).copied().unwrap_or_default();
+        let tail = b & 0xc0 == 0x80 && self.osc_len < self.osc_limit + UTF8_TAIL_MAX;
+        if !self.skipping && (self.osc_len < self.osc_limit || tail) {
+            if b == b';' && matches!(&self.buf[..], b"0" | b"1" | b"2") {
+                self.osc_limit = self.osc_len + 1 + TITLE_MAX;
+            }
+            self.osc_len += 1;
+            self.keep(b);
+            return at + 1;
+        }
+        let rest = bytes.get(at..).unwrap_or_default();
+        let ends = memchr::memchr3(BEL, ESC, CAN, rest);
+        let len = rest
+            .get(..ends.unwrap_or(rest.len()))
+            .and_then(|r| memchr::memchr(SUB, r))
+            .or(ends)
+            .unwrap_or(rest.len());
+        hit(at, Seq::Skip { len });
+        self.skipping = true;
+        self.over = true;
+        at + len
     }
 
     /// Follows `bytes`; calls `hit(end, seq)` for each sequence found, `end` being
@@ -135,7 +187,7 @@ impl Side {
                         self.osc_end(i, &mut hit);
                     }
                     ESC => self.st = St::OscEsc,
-                    _ => self.keep(b),
+                    _ => i = self.osc_byte(bytes, i - 1, &mut hit),
                 },
                 St::OscEsc => {
                     if b == b'\\' {
@@ -284,5 +336,58 @@ mod tests {
                 payload: b"ok".to_vec()
             }
         );
+    }
+
+    /// What of `chunks` the parser is given: everything but the skipped bytes.
+    fn parsed(chunks: &[&[u8]]) -> Vec<u8> {
+        let mut side = Side::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            let mut from = 0;
+            side.feed(c, |end, s| {
+                if let Seq::Skip { len } = s {
+                    out.extend_from_slice(&c[from..end]);
+                    from = end + len;
+                }
+            });
+            out.extend_from_slice(&c[from..]);
+        }
+        out
+    }
+
+    #[test]
+    fn a_long_title_reaches_the_parser_cut_across_pushes() {
+        let x = vec![b'x'; 3 * TITLE_MAX];
+        let got = parsed(&[b"a\x1b]2;", &x, &x, b"\x07b"]);
+        let mut want = b"a\x1b]2;".to_vec();
+        want.extend(std::iter::repeat_n(b'x', TITLE_MAX));
+        want.extend_from_slice(b"\x07b");
+        assert_eq!(got, want);
+        // ST, CAN and SUB end the skip too, and the next OSC is whole.
+        for end in [&b"\x1b\\"[..], b"\x18", b"\x1a"] {
+            let got = parsed(&[b"\x1b]0;", &x, end, b"\x1b]2;t\x07"]);
+            assert_eq!(got.len(), 4 + TITLE_MAX + end.len() + 6, "{end:?}");
+            assert!(got.ends_with(b"\x1b]2;t\x07"));
+        }
+    }
+
+    #[test]
+    fn any_osc_is_cut_at_its_bound_on_a_character_boundary() {
+        let big = vec![b'A'; 10 * OSC_MAX];
+        let got = parsed(&[b"\x1b]52;c;", &big, b"\x07"]);
+        assert_eq!(got.len(), 2 + OSC_MAX + 1);
+        // A title of two-byte characters is cut after a whole one.
+        let e = "\u{e9}".repeat(TITLE_MAX);
+        let got = parsed(&[b"\x1b]2;", &e.as_bytes()[..1], &e.as_bytes()[1..], b"\x07"]);
+        let title = std::str::from_utf8(&got[4..got.len() - 1]).unwrap();
+        assert!(title.len() <= TITLE_MAX + 1 && title.len() >= TITLE_MAX - 1);
+        // Invalid continuation bytes are not a way past the bound.
+        let tails = vec![0x80u8; 2 * TITLE_MAX];
+        assert!(parsed(&[b"\x1b]2;", &tails]).len() <= 4 + TITLE_MAX + 3);
+        // An unterminated OSC never ends: the parser gets its bound, no more.
+        let chunks: Vec<&[u8]> = std::iter::once(&b"\x1b]9;"[..])
+            .chain(std::iter::repeat_n(&big[..], 50))
+            .collect();
+        assert_eq!(parsed(&chunks).len(), 2 + OSC_MAX);
     }
 }

@@ -13,10 +13,7 @@
 use std::collections::VecDeque;
 
 use bytes::{Buf, Bytes};
-use latch_wire::limits::INPUT_QUEUE_BYTES;
-
-/// Most answer bytes queued for the program at once (SPEC §8).
-pub(crate) const ANSWERS_QUEUED_MAX: usize = 4096;
+use latch_wire::limits::{ANSWERS_QUEUED_MAX, INPUT_QUEUE_BYTES};
 
 /// A run of input bytes: from a client, or the emulator's answers.
 #[derive(Debug)]

@@ -319,6 +319,10 @@ pub struct NewArgs {
     /// Do not attach.
     #[arg(short = 'd', long)]
     pub detached: bool,
+    /// Start a bash, zsh or fish exactly as given, without latch's prompt and
+    /// command marks (default: shellIntegration in defaults.json, else on).
+    #[arg(long)]
+    pub no_shell_integration: bool,
     /// Create or attach: if session --id is running, attach to it (with -d, print
     /// it); otherwise create it. Concurrent calls yield one session.
     #[arg(short = 'A', requires = "id")]

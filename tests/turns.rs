@@ -125,3 +125,90 @@ fn status_reports_the_shell_from_its_marks() {
     assert_eq!(v["foreground"]["pid"], v["childPid"]);
     assert_eq!(v["foreground"]["name"], "sh");
 }
+
+/// Polls `status --json` until `want` holds for its shell (a bounded wait for a
+/// condition only the daemon can tell).
+fn until_shell(
+    reg: &Reg,
+    id: &str,
+    what: &str,
+    want: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let v = reg.run(&["status", id, "--json"]).json();
+        if want(&v) {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{id}: no {what}: {v}");
+        std::thread::yield_now();
+    }
+}
+
+/// Starts `shell` alone, as `latch new -- SHELL` does with $SHELL, in an empty home.
+fn start_shell(reg: &Reg, home: &std::path::Path, id: &str, shell: &str, extra: &[&str]) {
+    let mut args = vec!["new", "-d", "--id", id];
+    args.extend_from_slice(extra);
+    args.extend(["--", shell]);
+    let r = support::Run::from(reg.cmd().env("HOME", home).args(&args).output().unwrap());
+    assert_eq!(r.code, 0, "{r:?}");
+    // `RE''ADY` on the screen is the echo; `READY` only the command's output.
+    reg.run(&["send", id, "echo RE''ADY", "--keys", "Enter"])
+        .ok();
+    reg.wait_for(id, "READY");
+}
+
+/// A lone bash, zsh or fish started by latch marks itself (SPEC §4.6): `status`
+/// sees its prompt, the command it runs (and, for zsh and fish, its text), the
+/// foreground process, and the exit code of a command interrupted with C-c.
+#[test]
+fn a_shell_started_by_latch_reports_its_prompt_commands_and_exit_codes() {
+    let reg = Reg::new();
+    let home = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        start_shell(&reg, home.path(), shell, shell, &[]);
+        let v = until_shell(&reg, shell, "prompt", |v| v["shell"]["state"] == "prompt");
+        assert_eq!(v["shell"]["lastExit"], 0, "{shell}: {v}");
+        reg.run(&["send", shell, "sleep 300", "--keys", "Enter"])
+            .ok();
+        let v = until_shell(&reg, shell, "running sleep", |v| {
+            v["shell"]["state"] == "running" && v["foreground"]["name"] == "sleep"
+        });
+        if shell != "bash" {
+            assert_eq!(v["shell"]["command"], "sleep 300", "{shell}: {v}");
+        }
+        reg.run(&["send", shell, "C-c", "--keys"]).ok();
+        let v = until_shell(&reg, shell, "prompt after C-c", |v| {
+            v["shell"]["state"] == "prompt" && v["shell"]["lastExit"] == 130
+        });
+        assert_eq!(v["foreground"]["name"], shell, "{v}");
+        // The record keeps the command as given.
+        assert_eq!(v["command"], serde_json::json!([shell]));
+    }
+}
+
+/// dash has no integration, `--no-shell-integration` turns it off, and a shell
+/// given arguments starts as given: their shell state stays unknown.
+#[test]
+fn shells_without_integration_stay_unknown() {
+    let reg = Reg::new();
+    let home = tempfile::tempdir().unwrap();
+    start_shell(&reg, home.path(), "dash", "dash", &[]);
+    start_shell(
+        &reg,
+        home.path(),
+        "off",
+        "bash",
+        &["--no-shell-integration"],
+    );
+    for id in ["dash", "off"] {
+        let v = reg.run(&["status", id, "--json"]).json();
+        assert_eq!(v["shell"]["state"], "unknown", "{id}: {v}");
+        assert_eq!(v["shell"]["lastExit"], serde_json::Value::Null, "{id}: {v}");
+    }
+    // The same off switch in defaults.json.
+    std::fs::write(reg.path("defaults.json"), r#"{"shellIntegration": false}"#).unwrap();
+    start_shell(&reg, home.path(), "by-defaults", "bash", &[]);
+    let v = reg.run(&["status", "by-defaults", "--json"]).json();
+    assert_eq!(v["shell"]["state"], "unknown", "{v}");
+}

@@ -147,6 +147,9 @@ pub struct NewSession {
     pub legacy_policy: LegacyPolicy,
     /// The creation's owner (SPEC.md §2.4): set here, once, and never changed.
     pub owner: Option<Owner>,
+    /// Whether a lone bash, zsh or fish starts with latch's shell integration
+    /// (SPEC.md §4.6); on by default.
+    pub shell_integration: latch_registry::shell::Integration,
 }
 
 /// A handle on one registry.
@@ -291,6 +294,7 @@ impl Client {
             legacy_policy: new.legacy_policy,
             scrollback: latch_registry::spec::DEFAULT_SCROLLBACK,
             owner: new.owner,
+            shell_integration: new.shell_integration,
         };
         spawn_daemon(&self.registry, &self.daemon_program, &spec)
     }

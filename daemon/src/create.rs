@@ -410,8 +410,20 @@ fn create_locked(
     env.push((ENV_SESSION_ID.into(), id.as_str().into()));
     env.push((ENV_INCARNATION.into(), incarnation.to_string().into()));
     env.push((ENV_ROOT.into(), registry.root().as_os_str().to_owned()));
+    // A lone shell starts with latch's integration (SPEC §4.6); the record keeps
+    // the command as given. Scripts that cannot be put in place mean none, never
+    // a failed creation.
+    let launch = integration(registry, spec);
+    let command = match launch {
+        Some(l) => {
+            env.retain(|(k, _)| !l.unset.contains(k) && !l.set.iter().any(|(s, _)| s == k));
+            env.extend(l.set);
+            l.command
+        }
+        None => spec.command.clone(),
+    };
     let program = Program {
-        command: &spec.command,
+        command: &command,
         env,
         cwd: &spec.cwd,
     };
@@ -529,4 +541,24 @@ fn bind_private(path: &Path) -> Result<(StdUnixListener, (u64, u64)), CreateErro
             ))
         }
     }
+}
+
+/// How the spec's program is started with shell integration, if it is a lone
+/// shell latch knows and integration is on (SPEC §4.6).
+fn integration(
+    registry: &latch_registry::Registry,
+    spec: &CreateSpec,
+) -> Option<latch_registry::shell::Launch> {
+    use latch_registry::shell;
+    if spec.shell_integration == shell::Integration::Off {
+        return None;
+    }
+    shell::Shell::of(&spec.command)?;
+    if let Err(e) = shell::install(registry.root()) {
+        log!("shell integration is off for this session: cannot write its scripts: {e}");
+        return None;
+    }
+    shell::launch(registry.root(), &spec.command, |k| {
+        spec.env.get(k).map(std::ffi::OsString::from)
+    })
 }

@@ -71,6 +71,9 @@ pub struct Defaults {
     /// their notation (`^X`, `C-x`, `none`).
     #[serde(default)]
     pub detach_key: Option<String>,
+    /// `false`: `latch new` starts shells without integration (SPEC.md §4.6).
+    #[serde(default)]
+    pub shell_integration: Option<bool>,
 }
 
 /// An opened registry: a checked root and its key.

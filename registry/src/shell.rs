@@ -32,6 +32,18 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("latch.fish", include_str!("../shell/latch.fish")),
 ];
 
+/// Whether a creation's shell is started with integration (`latch new
+/// --no-shell-integration`, `"shellIntegration": false` in defaults.json: off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Integration {
+    /// A lone bash, zsh or fish is started with latch's scripts.
+    #[default]
+    On,
+    /// Every program is started exactly as given.
+    Off,
+}
+
 /// A shell latch integrates with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shell {

@@ -44,6 +44,9 @@ pub struct CreateSpec {
     /// The creation's owner (SPEC.md §2.4); validated when the spec is parsed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
+    /// Whether a lone shell is started with latch's integration (SPEC.md §4.6).
+    #[serde(default)]
+    pub shell_integration: crate::shell::Integration,
 }
 
 /// The one JSON line a daemon writes to its readiness pipe.

@@ -10,6 +10,7 @@ use latch_client::{
     exit, AttachEvent, AttachMode, Client, ClientError, Entry, NewSession, PeekFormat, PeekOptions,
     PeekScope, SessionStatus, Target, UnreachableCause,
 };
+use latch_registry::shell::Integration;
 use latch_wire::{LegacyPolicy, SessionId, SessionRef};
 
 use super::{open, open_for, open_target, parse_kv, parse_owner, resolve, usage};
@@ -157,6 +158,17 @@ fn created_json(record: &latch_registry::Record) -> CreatedJson {
     }
 }
 
+/// `--no-shell-integration`, else `shellIntegration` in defaults.json, else on
+/// (SPEC §4.6).
+fn shell_integration(client: &Client, off: bool) -> Result<Integration, ClientError> {
+    let on = !off && client.registry().defaults()?.shell_integration != Some(false);
+    Ok(if on {
+        Integration::On
+    } else {
+        Integration::Off
+    })
+}
+
 pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i32, ClientError> {
     let owner = parse_owner(args.owner.as_deref())?;
     // With -A, an existing session is joined only if it is provably OWNER's.
@@ -190,6 +202,7 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
     new.cols = cols;
     new.legacy_policy = legacy_policy;
     new.owner = owner;
+    new.shell_integration = shell_integration(&client, args.no_shell_integration)?;
     // -A: join the running session, else create it. Two racing calls both find
     // none; the daemon's creation under the session lock lets exactly one win
     // (SPEC.md §9.6) and the other joins the winner.

@@ -57,6 +57,7 @@ fn spec(id: &str, command: &[&str]) -> CreateSpec {
         legacy_policy: LegacyPolicy::Observe,
         scrollback: 1000,
         owner: None,
+        shell_integration: Default::default(),
     }
 }
 

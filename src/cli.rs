@@ -107,9 +107,9 @@ pub enum Command {
         /// Wait until the screen contains TEXT.
         #[arg(long, value_name = "TEXT")]
         wait: Option<String>,
-        /// Seconds to wait for --wait (default 10).
-        #[arg(long, value_name = "S", default_value_t = 10.0)]
-        timeout: f64,
+        /// How long to wait for --wait (default 10 s; a duration: 2.5, 500ms, 1m).
+        #[arg(long, value_name = "DUR", default_value = "10")]
+        timeout: Dur,
         /// Print the screen, then stream new output until the program exits; exit
         /// with its code.
         #[arg(short = 'f', long, conflicts_with_all = ["wait", "full"])]
@@ -173,9 +173,9 @@ pub enum Command {
         /// Wait until the session has ended.
         #[arg(long)]
         wait: bool,
-        /// Seconds to wait with --wait.
-        #[arg(long, value_name = "S", default_value_t = 10.0)]
-        timeout: f64,
+        /// How long to wait with --wait (a duration: 2.5, 500ms, 1m).
+        #[arg(long, value_name = "DUR", default_value = "10")]
+        timeout: Dur,
     },
     /// Remove an exited session's files (--force: kill it first).
     Rm {
@@ -219,9 +219,9 @@ pub enum Command {
         /// Wait for an event of this type, print it and exit.
         #[arg(long, value_name = "TYPE", value_enum)]
         wait: Option<EventType>,
-        /// Seconds to wait with --wait.
-        #[arg(long, value_name = "S", default_value_t = 10.0)]
-        timeout: f64,
+        /// How long to wait with --wait (a duration: 2.5, 500ms, 1m).
+        #[arg(long, value_name = "DUR", default_value = "10")]
+        timeout: Dur,
     },
     /// Receipt operations.
     Receipt {
@@ -240,9 +240,9 @@ pub enum Command {
         /// Also stop and remove running sessions with no input or output for DAYS.
         #[arg(long, value_name = "DAYS")]
         idle_days: Option<f64>,
-        /// Seconds an orphaned program gets after SIGTERM before SIGKILL.
-        #[arg(long, value_name = "S", default_value_t = 3.0)]
-        grace: f64,
+        /// How long an orphaned program gets after SIGTERM before SIGKILL.
+        #[arg(long, value_name = "DUR", default_value = "3")]
+        grace: Dur,
         /// Act only on sessions proven to be OWNER's.
         #[arg(long, value_name = "OWNER")]
         owner: Option<String>,
@@ -264,9 +264,9 @@ pub enum Command {
     Restart {
         #[command(flatten)]
         target: TargetArgs,
-        /// Seconds to wait after SIGTERM before SIGKILL.
-        #[arg(long, value_name = "S", default_value_t = 5.0)]
-        grace: f64,
+        /// How long to wait after SIGTERM before SIGKILL.
+        #[arg(long, value_name = "DUR", default_value = "5")]
+        grace: Dur,
     },
     /// Print a shell completion script (ids and names complete too): see the README.
     Completions {
@@ -561,5 +561,61 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+}
+
+/// A duration, as every option takes one (SPEC §10): a number with an optional unit,
+/// `ms`, `s` or `m`; a bare number is seconds (`2.5`, `500ms`, `1m`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dur(pub std::time::Duration);
+
+impl std::str::FromStr for Dur {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            format!("invalid duration {s:?}: a number with an optional unit ms, s or m (a bare number is seconds)")
+        };
+        let t = s.trim();
+        let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+            (n, 0.001)
+        } else if let Some(n) = t.strip_suffix('s') {
+            (n, 1.0)
+        } else if let Some(n) = t.strip_suffix('m') {
+            (n, 60.0)
+        } else {
+            (t, 1.0)
+        };
+        let n: f64 = number.trim().parse().map_err(|_| bad())?;
+        if !n.is_finite() || n < 0.0 {
+            return Err(bad());
+        }
+        std::time::Duration::try_from_secs_f64(n * scale)
+            .map(Dur)
+            .map_err(|_| bad())
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::Dur;
+    use std::time::Duration;
+
+    #[test]
+    fn one_grammar_for_every_duration() {
+        for (text, want) in [
+            ("10", Duration::from_secs(10)),
+            ("2.5", Duration::from_millis(2500)),
+            ("500ms", Duration::from_millis(500)),
+            ("2s", Duration::from_secs(2)),
+            ("1m", Duration::from_secs(60)),
+            ("0.5m", Duration::from_secs(30)),
+            ("0", Duration::ZERO),
+        ] {
+            assert_eq!(text.parse::<Dur>(), Ok(Dur(want)), "{text}");
+        }
+        for bad in ["", "ms", "-1", "1h", "1e400", "NaN", "inf", "1 ss", "x"] {
+            assert!(bad.parse::<Dur>().is_err(), "{bad:?}");
+        }
     }
 }

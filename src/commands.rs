@@ -157,7 +157,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             if let Some(since) = since {
                 return turns::peek_since(root, &target, since, raw, json);
             }
-            sessions::peek(root, &target, !ansi, full, wait.as_deref(), secs(timeout)?)
+            sessions::peek(root, &target, !ansi, full, wait.as_deref(), timeout.0)
         }
         Command::Send { target, text, keys } => sessions::send(root, &target, &text, keys),
         Command::Resize { target, rows, cols } => sessions::resize(root, &target, rows, cols),
@@ -191,7 +191,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                 follow,
                 json,
                 wait.map(crate::cli::EventType::name),
-                secs(timeout)?,
+                timeout.0,
             )
         }
         Command::Receipt { op } => registry_ops::receipt(root, op, json),
@@ -201,7 +201,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             signal,
             wait,
             timeout,
-        } => lifecycle::kill(root, &target, signal, wait.then_some(secs(timeout)?), json),
+        } => lifecycle::kill(root, &target, signal, wait.then_some(timeout.0), json),
         Command::Rm { target, force } => lifecycle::rm(root, &target, force, json),
         Command::Gc {
             dry_run,
@@ -213,11 +213,11 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             let mut opts = latch_client::GcOptions::default();
             opts.dry_run = dry_run;
             opts.abandoned_cwd = abandoned;
-            opts.grace = secs(grace)?;
+            opts.grace = grace.0;
             opts.idle = idle_days.map(|d| secs(d * 86_400.0)).transpose()?;
             lifecycle::gc(root, &opts, owner.as_deref(), json)
         }
         Command::Exec { command } => lifecycle::exec(&command),
-        Command::Restart { target, grace } => lifecycle::restart(root, &target, secs(grace)?, json),
+        Command::Restart { target, grace } => lifecycle::restart(root, &target, grace.0, json),
     }
 }

@@ -513,3 +513,18 @@ fn a_command_that_exits_without_reading_stdin_is_reported_not_a_harness_failure(
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json(), serde_json::json!([]));
 }
+
+/// One duration grammar (SPEC §10): `500ms` waits half a second, then times out
+/// (exit 10); a duration latch cannot read is a usage error (exit 2).
+#[test]
+fn durations_take_a_unit() {
+    let reg = Reg::new();
+    reg.new_session("d", &["sh", "-c", "echo up; sleep 600"]);
+    reg.wait_for("d", "up");
+    let r = reg.run(&["peek", "d", "--wait", "never-shown", "--timeout", "300ms"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    assert!(r.stderr.contains("0.3 s"), "{r:?}");
+    let r = reg.run(&["peek", "d", "--wait", "x", "--timeout", "1h"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("a bare number is seconds"), "{r:?}");
+}

@@ -12,7 +12,7 @@ use latch_client::{
 use latch_wire::{Incarnation, Owner};
 use serde::Deserialize;
 
-use super::{lifecycle, parse_expect, parse_owner, registry_ops, secs, sessions, turns, usage};
+use super::{lifecycle, parse_expect, parse_owner, registry_ops, sessions, turns, usage};
 use crate::cli::{Cli, Command, MetaOp, Preconditions, ReceiptOp, TargetArgs};
 use crate::remote::{self, ConnectRequest, Host, Relay};
 use crate::{attach, output, shapes};
@@ -375,11 +375,11 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                     let wake = bind(&mut second, owner)?
                         .attach(0, 0, AttachMode::ReadOnly)?
                         .reader;
-                    let screen = bound.wait_for_text(wake, &text, opts, secs(timeout)?)?;
+                    let screen = bound.wait_for_text(wake, &text, opts, timeout.0)?;
                     sessions::print_screen(&screen)?;
                     Ok(exit::OK)
                 }
-                Some(text) => wait_for_text(bound, &text, plain, secs(timeout)?),
+                Some(text) => wait_for_text(bound, &text, plain, timeout.0),
             }
         }
         Command::Send { target, text, keys } => {
@@ -419,7 +419,7 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             wait,
             timeout,
         } => {
-            let wait_for = wait.then_some(secs(timeout)?);
+            let wait_for = wait.then_some(timeout.0);
             let root_arg = root.clone();
             let mut relay = match open_target(&route, root, &target, Some(signal)) {
                 Ok(relay) => relay,
@@ -434,7 +434,7 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                         &target.pre,
                         signal,
                         wait,
-                        timeout,
+                        timeout.0,
                         json,
                     );
                 }
@@ -462,7 +462,7 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                             &target.pre,
                             signal,
                             wait,
-                            timeout,
+                            timeout.0,
                             json,
                         );
                     }
@@ -783,7 +783,7 @@ fn kill_on_host(
     pre: &Preconditions,
     signal: i32,
     wait: bool,
-    timeout: f64,
+    timeout: Duration,
     json: bool,
 ) -> Result<i32, ClientError> {
     let mut args = Vec::new();
@@ -803,7 +803,8 @@ fn kill_on_host(
         args.extend([
             "--wait".to_owned(),
             "--timeout".to_owned(),
-            timeout.to_string(),
+            // Bare seconds: what every latch's --timeout reads.
+            timeout.as_secs_f64().to_string(),
         ]);
     }
     if let Some(e) = &pre.expect {

@@ -134,6 +134,34 @@ pub enum Command {
         #[arg(short, long)]
         keys: bool,
     },
+    /// Wait until a session's output holds a condition, evaluated on its daemon's
+    /// stream: text written after a cursor, quiet, the shell's prompt, or the end.
+    /// Prints the output cursor where it held (with --exit, the program's code).
+    #[command(group(clap::ArgGroup::new("condition").required(true).args(["text", "idle", "prompt", "exit"])))]
+    Wait {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Output written after --after (default: now) contains TEXT (plain text:
+        /// never old scrollback, nor an echo already on the screen).
+        #[arg(long, value_name = "TEXT")]
+        text: Option<String>,
+        /// The program has written nothing for DUR (500ms, 2s, 1m).
+        #[arg(long, value_name = "DUR")]
+        idle: Option<Dur>,
+        /// The shell is at its prompt (shell integration, SPEC §4.6).
+        #[arg(long)]
+        prompt: bool,
+        /// The program has ended.
+        #[arg(long)]
+        exit: bool,
+        /// With --text: look from output cursor N (checked against the creation
+        /// only with ID@INCARNATION or --expect).
+        #[arg(long, value_name = "N", requires = "text")]
+        after: Option<u64>,
+        /// How long to wait at most (default 10 s).
+        #[arg(long, value_name = "DUR", default_value = "10")]
+        timeout: Dur,
+    },
     /// Set a session's terminal size.
     Resize {
         #[command(flatten)]

@@ -160,6 +160,22 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             sessions::peek(root, &target, !ansi, full, wait.as_deref(), timeout.0)
         }
         Command::Send { target, text, keys } => sessions::send(root, &target, &text, keys),
+        Command::Wait {
+            target,
+            text,
+            idle,
+            prompt,
+            exit,
+            after,
+            timeout,
+        } => turns::wait(
+            root,
+            &target,
+            &turns::condition(text, idle, prompt, exit),
+            after,
+            timeout.0,
+            json,
+        ),
         Command::Resize { target, rows, cols } => sessions::resize(root, &target, rows, cols),
         Command::Ls {
             tags,

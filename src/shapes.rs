@@ -249,6 +249,20 @@ pub struct OutputJson {
     pub output: String,
 }
 
+/// `wait --json` (SPEC §10).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitedJson {
+    pub id: String,
+    pub incarnation: String,
+    pub condition: &'static str,
+    pub output_cursor: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_signal: Option<i32>,
+}
+
 /// `outputRange`: a range of output cursors, `end` excluded.
 #[derive(Debug, Clone, Serialize)]
 pub struct RangeJson {
@@ -549,6 +563,15 @@ mod tests {
             output: "ok".into(),
         };
         check(&shapes, "output", v(&output), v(&output));
+        let waited = |exit: bool| WaitedJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            condition: "exit",
+            output_cursor: None,
+            exit_code: exit.then_some(0),
+            exit_signal: exit.then_some(9),
+        };
+        check(&shapes, "waited", v(&waited(true)), v(&waited(false)));
         check(&shapes, "daemon", v(&daemon()), v(&daemon()));
         let action = ActionJson {
             id: "a".into(),
@@ -591,7 +614,7 @@ mod tests {
             error: "e".into(),
         };
         check(&shapes, "host down", v(&down), v(&down));
-        assert_eq!(shapes.len(), 17, "a shape in SPEC §10 without a type here");
+        assert_eq!(shapes.len(), 18, "a shape in SPEC §10 without a type here");
     }
 
     fn shell() -> ShellJson {

@@ -182,6 +182,9 @@ fn a_shell_started_by_latch_reports_its_prompt_commands_and_exit_codes() {
             v["shell"]["state"] == "prompt" && v["shell"]["lastExit"] == 130
         });
         assert_eq!(v["foreground"]["name"], shell, "{v}");
+        // A wait for a prompt that already holds returns at once.
+        let r = reg.run(&["wait", shell, "--prompt", "--timeout", "5"]);
+        assert_eq!(r.code, 0, "{shell}: {r:?}");
         // The record keeps the command as given.
         assert_eq!(v["command"], serde_json::json!([shell]));
     }
@@ -211,4 +214,90 @@ fn shells_without_integration_stay_unknown() {
     start_shell(&reg, home.path(), "by-defaults", "bash", &[]);
     let v = reg.run(&["status", "by-defaults", "--json"]).json();
     assert_eq!(v["shell"]["state"], "unknown", "{v}");
+}
+
+/// `wait --text` looks only at output written after its start (SPEC §4.7): text
+/// already on the screen, which `peek --wait` takes at once, does not count.
+#[test]
+fn wait_text_is_not_fooled_by_what_is_already_on_the_screen() {
+    let reg = Reg::new();
+    reg.new_session(
+        "t",
+        &["sh", "-c", "echo READY; read x; echo READY $x; sleep 600"],
+    );
+    reg.wait_for("t", "READY");
+    // The screen shows READY: peek --wait returns at once...
+    assert_eq!(
+        reg.run(&["peek", "t", "--wait", "READY", "--timeout", "2"])
+            .code,
+        0
+    );
+    // ...but no new output holds it: the stream wait times out (exit 10).
+    let r = reg.run(&["wait", "t", "--text", "READY", "--timeout", "300ms"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    let before = cursor_after(&reg, "t", "READY");
+    reg.run(&["send", "t", "go", "--keys", "Enter"]).ok();
+    // From the cursor before the send: the command's READY, written after it.
+    let r = reg.run(&[
+        "--json",
+        "wait",
+        "t",
+        "--text",
+        "READY go",
+        "--after",
+        &before.to_string(),
+    ]);
+    let v = r.json();
+    assert_eq!(v["condition"], "text");
+    let at = v["outputCursor"].as_u64().unwrap();
+    assert!(at > before, "{v}");
+    // Waiting again from a cursor past it finds nothing more.
+    let r = reg.run(&[
+        "wait",
+        "t",
+        "--text",
+        "READY",
+        "--after",
+        &at.to_string(),
+        "--timeout",
+        "300ms",
+    ]);
+    assert_eq!(r.code, 10, "{r:?}");
+}
+
+/// `wait --idle` returns once the program has been quiet that long, with the
+/// cursor; a program that never stops writing is never idle (exit 10).
+#[test]
+fn wait_idle_follows_the_programs_quiet() {
+    let reg = Reg::new();
+    reg.new_session("q", &["sh", "-c", "echo once; sleep 600"]);
+    let at = cursor_after(&reg, "q", "once");
+    let r = reg.run(&["wait", "q", "--idle", "200ms"]);
+    assert_eq!(r.ok().trim(), at.to_string());
+    // A line every 50 ms is never 3 s of quiet: the deadline comes first.
+    reg.new_session("busy", &["sh", "-c", "while :; do echo tick; sleep 0.05; done"]);
+    reg.wait_for("busy", "tick");
+    let r = reg.run(&["wait", "busy", "--idle", "3s", "--timeout", "4s"]);
+    assert_eq!(r.code, 10, "{r:?}");
+}
+
+/// `wait --exit` prints the program's end, also when it has already ended; any
+/// other wait on an ended program is exit 3, and on a replaced creation exit 4.
+#[test]
+fn wait_exit_and_a_session_that_is_gone_or_replaced() {
+    let reg = Reg::new();
+    let old = reg.new_session("e", &["sh", "-c", "read x; exit 7"]);
+    reg.run(&["send", "e", "go", "--keys", "Enter"]).ok();
+    let r = reg.run(&["--json", "wait", "e", "--exit"]);
+    assert_eq!(r.json()["exitCode"], 7, "{r:?}");
+    reg.wait_exit("e");
+    assert_eq!(
+        reg.run(&["wait", "e", "--exit"]).ok().trim(),
+        "exited with code 7"
+    );
+    assert_eq!(reg.run(&["wait", "e", "--prompt"]).code, 3);
+    reg.run(&["rm", "e"]).ok();
+    reg.new_session("e", &["sh", "-c", "sleep 600"]);
+    let r = reg.run(&["wait", &format!("e@{old}"), "--idle", "1s"]);
+    assert_eq!(r.code, 4, "{r:?}");
 }

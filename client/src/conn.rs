@@ -203,6 +203,11 @@ impl Bound {
         &self.target
     }
 
+    /// The negotiated version and limits.
+    pub fn negotiated(&self) -> latch_wire::client::Negotiated {
+        self.conn.negotiated
+    }
+
     /// The daemon's status (authored from its memory).
     pub fn status(&mut self) -> Result<StatusReply, ClientError> {
         self.conn.status()

@@ -359,6 +359,7 @@ mod options;
 mod proto;
 mod receipt;
 mod wait;
+pub use wait::{wait_bound, Condition, Waited, TEXT_WINDOW};
 
 pub use client::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus, Target};
 pub use conn::{

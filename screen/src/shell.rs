@@ -118,6 +118,17 @@ impl ShellTracker {
         }
     }
 
+    /// A tracker that continues from output cursor `cursor`, where the shell was
+    /// in `state` (as a daemon reported it at a cut): marks after it are read as
+    /// they would have been by a tracker fed from the start.
+    pub fn resume(cursor: u64, state: ShellState) -> Self {
+        Self {
+            pos: cursor,
+            state,
+            ..Self::new()
+        }
+    }
+
     /// The shell's state after everything fed.
     pub fn state(&self) -> &ShellState {
         &self.state
@@ -430,6 +441,17 @@ mod tests {
             marks.iter().map(|m| m.kind.clone()).collect::<Vec<_>>(),
             vec![MarkKind::PromptStart]
         );
+    }
+
+    #[test]
+    fn a_resumed_tracker_counts_from_its_cursor() {
+        let mut t = ShellTracker::resume(1000, ShellState::Running { command: None });
+        let mut marks = Vec::new();
+        t.feed(b"x\x1b]133;D;3\x07\x1b]133;A\x07", &mut marks);
+        assert_eq!(marks[0].kind, MarkKind::CommandEnd { exit: Some(3) });
+        assert_eq!(marks[0].start, 1001);
+        assert_eq!(t.state(), &ShellState::Prompt);
+        assert_eq!(t.cursor(), 1000 + 19);
     }
 
     #[test]

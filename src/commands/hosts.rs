@@ -33,6 +33,7 @@ fn reference_of(command: &Command) -> Option<&str> {
     match command {
         Command::Peek { target, .. }
         | Command::Send { target, .. }
+        | Command::Wait { target, .. }
         | Command::Resize { target, .. }
         | Command::Status { target }
         | Command::Kill { target, .. }
@@ -52,6 +53,7 @@ fn receipt_of(command: &Command) -> Option<&std::path::Path> {
     let pre = match command {
         Command::Peek { target, .. }
         | Command::Send { target, .. }
+        | Command::Wait { target, .. }
         | Command::Resize { target, .. }
         | Command::Status { target }
         | Command::Kill { target, .. }
@@ -387,6 +389,32 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             let mut bound = bind(&mut relay, owner_of(&target.pre)?)?;
             bound.send(&sessions::input_bytes(&text, keys))?;
             Ok(exit::OK)
+        }
+        Command::Wait {
+            target,
+            text,
+            idle,
+            prompt,
+            exit: on_exit,
+            after,
+            timeout,
+        } => {
+            let condition = turns::condition(text, idle, prompt, on_exit);
+            let mut relay = open_target(&route, root.clone(), &target, None)?;
+            if relay_final(&relay) {
+                return show_remote_final(&relay);
+            }
+            let owner = owner_of(&target.pre)?;
+            let bound = bind(&mut relay, owner.clone())?;
+            // The output before the cut comes through a second relay pinned to the
+            // same creation, as a local wait's second connection (SPEC §12.3).
+            let pinned = relay.target.session.to_string();
+            let second = || {
+                let mut r = open_relay(&route, root, &pinned, &target.pre, None)?;
+                bind(&mut r, owner)
+            };
+            let waited = latch_client::wait_bound(bound, second, &condition, after, timeout.0);
+            turns::print_waited(&relay.target.session, &condition, waited?, json)
         }
         Command::Resize { target, rows, cols } => {
             latch_wire::limits::check_size(rows, cols).map_err(|e| usage(e.to_string()))?;

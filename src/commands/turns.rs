@@ -1,13 +1,14 @@
-//! Commands on a creation's output by output cursor (SPEC §4.7): `peek --since`.
+//! Commands on a creation's output by output cursor (SPEC §4.7): `peek --since`,
+//! `wait`. Each is written once, against a bound connection, local or `--host`.
 
 use std::path::PathBuf;
 
-use latch_client::{exit, Bound, ClientError};
+use latch_client::{exit, Bound, ClientError, Condition, Waited};
 use latch_screen::PlainStream;
 
 use crate::cli::TargetArgs;
 use crate::commands::{open_target, usage};
-use crate::shapes::{self, OutputJson, RangeJson};
+use crate::shapes::{self, OutputJson, RangeJson, WaitedJson};
 
 /// How much one OUTPUT_SINCE asks for; the daemon answers at most
 /// REPLY_QUEUE_BYTES at a time (SPEC §4.7), and the loop asks again.
@@ -86,6 +87,71 @@ pub(crate) fn print_since(
         })?;
     } else if dropped > 0 {
         eprintln!("lagged: {dropped} bytes");
+    }
+    Ok(exit::OK)
+}
+
+/// The condition of `wait`'s flags (clap requires exactly one).
+pub(crate) fn condition(
+    text: Option<String>,
+    idle: Option<crate::cli::Dur>,
+    prompt: bool,
+    _exit: bool,
+) -> Condition {
+    match (text, idle) {
+        (Some(t), _) => Condition::Text(t),
+        (None, Some(d)) => Condition::Idle(d.0),
+        (None, None) if prompt => Condition::Prompt,
+        (None, None) => Condition::Exit,
+    }
+}
+
+/// `wait REF CONDITION` (SPEC §4.7): evaluated on the daemon's stream.
+pub(crate) fn wait(
+    root: Option<&PathBuf>,
+    target: &TargetArgs,
+    condition: &Condition,
+    after: Option<u64>,
+    timeout: std::time::Duration,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let (client, target) = open_target(root, target)?;
+    let waited = client.wait(&target.session, condition, after, timeout)?;
+    print_waited(&target.session, condition, waited, json)
+}
+
+/// What `wait` prints once the condition held: the output cursor (with `--exit`,
+/// the program's code: `exited with code N` / `killed by signal N`).
+pub(crate) fn print_waited(
+    session: &latch_wire::SessionRef,
+    condition: &Condition,
+    waited: Waited,
+    json: bool,
+) -> Result<i32, ClientError> {
+    let (cursor, exit) = match waited {
+        Waited::At { cursor } => (Some(cursor), None),
+        Waited::Exited(s) => (None, Some(s)),
+        _ => (None, None),
+    };
+    if json {
+        shapes::print(&WaitedJson {
+            id: session.id.to_string(),
+            incarnation: session.incarnation.to_string(),
+            condition: condition.name(),
+            output_cursor: cursor,
+            exit_code: exit.and_then(|s| s.code),
+            exit_signal: exit.and_then(|s| s.signal),
+        })?;
+        return Ok(exit::OK);
+    }
+    match (cursor, exit) {
+        (Some(c), _) => println!("{c}"),
+        (None, Some(s)) => match (s.code, s.signal) {
+            (_, Some(sig)) => println!("killed by signal {sig}"),
+            (Some(code), None) => println!("exited with code {code}"),
+            (None, None) => println!("exited"),
+        },
+        (None, None) => {}
     }
     Ok(exit::OK)
 }

@@ -275,7 +275,10 @@ fn wait_idle_follows_the_programs_quiet() {
     let r = reg.run(&["wait", "q", "--idle", "200ms"]);
     assert_eq!(r.ok().trim(), at.to_string());
     // A line every 50 ms is never 3 s of quiet: the deadline comes first.
-    reg.new_session("busy", &["sh", "-c", "while :; do echo tick; sleep 0.05; done"]);
+    reg.new_session(
+        "busy",
+        &["sh", "-c", "while :; do echo tick; sleep 0.05; done"],
+    );
     reg.wait_for("busy", "tick");
     let r = reg.run(&["wait", "busy", "--idle", "3s", "--timeout", "4s"]);
     assert_eq!(r.code, 10, "{r:?}");

@@ -73,9 +73,13 @@ use latch_registry::{CreateSpec, ReadyMessage};
 /// (so the caller must own none it still needs), then resolves `root` and the spec's
 /// working directory against the directory it was started in, and moves to `/`, so
 /// it holds neither a caller's pipe nor a caller's directory busy.
+///
+/// SIGPIPE must be ignored, as the Rust runtime does before `main` in every Rust
+/// binary (the `latch` binary runs this): a write to a vanished client is then an
+/// EPIPE error, never a signal that kills the daemon and orphans its child. The
+/// child gets the default disposition back (`std::process::Command` resets it).
 pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
     close_inherited_fds();
-    ignore_sigpipe();
     session::fixed_mmap_threshold();
     let root = match leave_start_directory(&root, &mut spec) {
         Ok(root) => root,
@@ -201,8 +205,9 @@ fn close_inherited_fds() {
         }
     };
     for fd in fds {
-        // SAFETY: as above; EBADF for an already closed fd is harmless.
-        unsafe { libc::close(fd) };
+        // Nothing in this process owns these fds yet (as above); EBADF for one
+        // already closed is harmless.
+        let _ = nix::unistd::close(fd);
     }
 }
 
@@ -217,16 +222,4 @@ fn leave_start_directory(
     spec.cwd = cwd.to_string_lossy().into_owned();
     nix::unistd::chdir("/")?;
     Ok(root)
-}
-
-/// A write to a vanished client must be an EPIPE error, never a signal that kills the
-/// daemon and orphans its child. (Rust binaries already ignore SIGPIPE; the daemon
-/// does not rely on its caller's runtime to have done so.) The child gets the
-/// default disposition back: `std::process::Command` resets SIGPIPE before exec.
-fn ignore_sigpipe() {
-    use nix::sys::signal::{signal, SigHandler, Signal};
-    // SAFETY: installs SIG_IGN, not a handler; no Rust code runs on the signal.
-    if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigIgn) } {
-        log!("cannot ignore SIGPIPE: {e}");
-    }
 }

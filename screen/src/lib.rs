@@ -61,6 +61,9 @@
 //! A snapshot never exceeds the largest server frame: a longer one (possible only with
 //! `full`) keeps its newest lines and drops the oldest.
 
+// No unsafe code at all in this crate (the protocol and the screen are pure data).
+#![forbid(unsafe_code)]
+
 pub mod attach;
 mod compact;
 mod effects;

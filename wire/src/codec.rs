@@ -1,11 +1,14 @@
-//! tokio-util codecs for each end of a connection. They only transform bytes in
-//! a `BytesMut`; they never touch a socket (SPEC.md §3, §6).
+//! The codecs for each end of a connection. They only transform bytes in a
+//! `BytesMut`; they never touch a socket (SPEC.md §3, §6). With the `tokio-codec`
+//! feature they also implement tokio-util's `Decoder` and `Encoder`, so a caller
+//! that does IO on tokio can frame a socket with them.
 //!
 //! [`ServerCodec`] classifies the connection from its first bytes and then
 //! decodes strict or legacy frames; [`ClientCodec`] sends the preamble before its
 //! first frame and refuses any answer that does not open with it.
 
 use bytes::BytesMut;
+#[cfg(feature = "tokio-codec")]
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::detect::{classify_client_opening, classify_server_answer, ClientOpening, ServerAnswer};
@@ -139,6 +142,7 @@ impl ServerCodec {
     }
 }
 
+#[cfg(feature = "tokio-codec")]
 impl Decoder for ServerCodec {
     type Item = Inbound;
     type Error = CodecError;
@@ -147,6 +151,7 @@ impl Decoder for ServerCodec {
     }
 }
 
+#[cfg(feature = "tokio-codec")]
 impl Encoder<Outbound> for ServerCodec {
     type Error = CodecError;
     fn encode(&mut self, item: Outbound, dst: &mut BytesMut) -> Result<(), CodecError> {
@@ -211,6 +216,7 @@ impl ClientCodec {
     }
 }
 
+#[cfg(feature = "tokio-codec")]
 impl Decoder for ClientCodec {
     type Item = ServerFrame;
     type Error = CodecError;
@@ -219,6 +225,7 @@ impl Decoder for ClientCodec {
     }
 }
 
+#[cfg(feature = "tokio-codec")]
 impl Encoder<ClientFrame> for ClientCodec {
     type Error = CodecError;
     fn encode(&mut self, item: ClientFrame, dst: &mut BytesMut) -> Result<(), CodecError> {
@@ -226,6 +233,7 @@ impl Encoder<ClientFrame> for ClientCodec {
     }
 }
 
+#[cfg(feature = "tokio-codec")]
 impl<'a> Encoder<&'a ClientFrame> for ClientCodec {
     type Error = CodecError;
     fn encode(&mut self, item: &'a ClientFrame, dst: &mut BytesMut) -> Result<(), CodecError> {

@@ -6,11 +6,15 @@
 //! the legacy `pty` framing ([`legacy`]); the rule that tells them apart from a
 //! connection's first bytes ([`detect`]); version negotiation ([`version`]); the
 //! daemon's connection state machine ([`server::ServerConn`]) and the client's
-//! handshake ([`client::ClientHandshake`]); tokio-util codecs over `BytesMut`.
+//! handshake ([`client::ClientHandshake`]); codecs over `BytesMut` (tokio-util's
+//! traits with the `tokio-codec` feature; no tokio otherwise).
 //!
 //! What it deliberately does not do: open sockets, read files or clocks, spawn
 //! tasks, or mint incarnations (that needs the registry key: `latch-registry`).
 //! SPEC.md is normative; section numbers are cited throughout.
+
+// No unsafe code at all in this crate (the protocol and the screen are pure data).
+#![forbid(unsafe_code)]
 
 /// The traits every validated text newtype has (an id, an owner): `Display` and
 /// `Debug` of its text, `FromStr` and `Deserialize` through its validating `new`,

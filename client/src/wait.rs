@@ -310,22 +310,36 @@ impl Watch<'_> {
                         return Ok(Waited::At { cursor: at });
                     }
                 }
-                // A resynchronisation: the stream goes on from the cut's cursor.
-                Some(AttachEvent::Cut(c)) => self.cursor = c.cursor,
-                Some(AttachEvent::Exit(s)) => {
-                    return ended(self.session, condition, s.code, s.signal)
+                Some(other) => {
+                    if let Some(end) = self.other(condition, other) {
+                        return end;
+                    }
                 }
-                Some(AttachEvent::Closed | AttachEvent::Detached) => {
-                    return Err(ClientError::unreachable(
-                        UnreachableCause::Closed,
-                        format!("session {}'s daemon closed the connection", self.session),
-                    ))
-                }
-                Some(AttachEvent::Error { code, detail }) => {
-                    return Err(ClientError::Daemon { code, detail })
-                }
-                Some(_) => {}
             }
+        }
+    }
+
+    /// What any event but output means for a wait: a resynchronisation's CUT
+    /// moves the cursor on (`None`: go on), the program's end or the connection's
+    /// ends the wait.
+    fn other(
+        &mut self,
+        condition: &Condition,
+        event: AttachEvent,
+    ) -> Option<Result<Waited, ClientError>> {
+        match event {
+            // A resynchronisation: the stream goes on from the cut's cursor.
+            AttachEvent::Cut(c) => {
+                self.cursor = c.cursor;
+                None
+            }
+            AttachEvent::Exit(s) => Some(ended(self.session, condition, s.code, s.signal)),
+            AttachEvent::Closed | AttachEvent::Detached => Some(Err(ClientError::unreachable(
+                UnreachableCause::Closed,
+                format!("session {}'s daemon closed the connection", self.session),
+            ))),
+            AttachEvent::Error { code, detail } => Some(Err(ClientError::Daemon { code, detail })),
+            _ => None,
         }
     }
 
@@ -359,20 +373,11 @@ impl Watch<'_> {
                         self.cursor += b.len() as u64;
                         last = Instant::now();
                     }
-                    Some(AttachEvent::Cut(c)) => self.cursor = c.cursor,
-                    Some(AttachEvent::Exit(s)) => {
-                        return ended(self.session, &condition, s.code, s.signal)
+                    Some(other) => {
+                        if let Some(end) = self.other(&condition, other) {
+                            return end;
+                        }
                     }
-                    Some(AttachEvent::Closed | AttachEvent::Detached) => {
-                        return Err(ClientError::unreachable(
-                            UnreachableCause::Closed,
-                            format!("session {}'s daemon closed the connection", self.session),
-                        ))
-                    }
-                    Some(AttachEvent::Error { code, detail }) => {
-                        return Err(ClientError::Daemon { code, detail })
-                    }
-                    Some(_) => {}
                 }
             }
             let (daemon_since, cursor) = ask()?;

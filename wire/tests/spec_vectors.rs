@@ -252,22 +252,31 @@ fn unhex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// SPEC §4.5's rows: (direction, value, hex).
-fn spec_rows() -> Vec<(String, String, Vec<u8>)> {
-    let start = SPEC.find("### 4.5 Test vectors").expect("SPEC §4.5");
+/// The cells (trimmed, backquotes removed) of each row of the first table after
+/// `marker` in SPEC.md.
+fn spec_table(marker: &str) -> Vec<Vec<String>> {
+    let start = SPEC
+        .find(marker)
+        .unwrap_or_else(|| panic!("SPEC has no {marker:?}"));
     SPEC[start..]
         .lines()
         .skip_while(|l| !l.starts_with("| "))
         .take_while(|l| l.starts_with('|'))
         .skip(2)
         .map(|l| {
-            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
-            (
-                cells[0].to_owned(),
-                cells[1].trim_matches('`').to_owned(),
-                unhex(cells[2].trim_matches('`')),
-            )
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').to_owned())
+                .collect()
         })
+        .collect()
+}
+
+/// SPEC §4.5's rows: (direction, value, hex).
+fn spec_rows() -> Vec<(String, String, Vec<u8>)> {
+    spec_table("### 4.5 Test vectors")
+        .into_iter()
+        .map(|c| (c[0].clone(), c[1].clone(), unhex(&c[2])))
         .collect()
 }
 
@@ -338,23 +347,9 @@ fn spec_vectors_match_the_encoder_and_the_decoder() {
 
 /// SPEC §4.5's "Edge cases, decoded" rows: (direction, case, bytes, outcome).
 fn spec_edge_rows() -> Vec<(String, String, Vec<u8>, String)> {
-    let start = SPEC
-        .find("**Edge cases, decoded.**")
-        .expect("SPEC §4.5 edge cases");
-    SPEC[start..]
-        .lines()
-        .skip_while(|l| !l.starts_with("| "))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2)
-        .map(|l| {
-            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
-            (
-                cells[0].to_owned(),
-                cells[1].to_owned(),
-                unhex(cells[2].trim_matches('`')),
-                cells[3].trim_matches('`').to_owned(),
-            )
-        })
+    spec_table("**Edge cases, decoded.**")
+        .into_iter()
+        .map(|c| (c[0].clone(), c[1].clone(), unhex(&c[2]), c[3].clone()))
         .collect()
 }
 

@@ -103,7 +103,17 @@ fn a_huge_unterminated_osc_leaves_the_daemon_bounded() {
     assert!(rss < 64 * 1024, "{rss} KiB");
     reg.run(&["send", "osc", "go\r"]).ok();
     reg.wait_for("osc", "AFTER-go");
-    let r = reg.run(&["events", "osc", "--json"]);
+    // The event writer records off the output path (SPEC §9.9): the title event may
+    // land after AFTER-go is on the screen, so the test waits for it.
+    let r = reg.run(&[
+        "events",
+        "osc",
+        "--json",
+        "--wait",
+        "title_change",
+        "--timeout",
+        "60",
+    ]);
     let title = r
         .stdout
         .lines()

@@ -384,6 +384,9 @@ pub struct NewArgs {
     /// (a project digest, say).
     #[arg(long, value_name = "OWNER")]
     pub owner: Option<String>,
+    /// Restart policy, parent, --rm (SPEC.md §9.16).
+    #[command(flatten)]
+    pub supervise: crate::commands::supervise::SuperviseArgs,
     /// The program and its arguments (default $SHELL).
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -467,6 +470,10 @@ pub enum EventType {
     Notification,
     /// The program showed or hid the cursor.
     CursorVisible,
+    /// The daemon started the program again (a restart policy).
+    SessionRespawn,
+    /// The restarts ran out.
+    SessionFlapping,
 }
 
 impl EventType {
@@ -483,6 +490,8 @@ impl EventType {
             Self::TitleChange => kind::TITLE_CHANGE,
             Self::Notification => kind::NOTIFICATION,
             Self::CursorVisible => kind::CURSOR_VISIBLE,
+            Self::SessionRespawn => kind::SESSION_RESPAWN,
+            Self::SessionFlapping => kind::SESSION_FLAPPING,
         }
     }
 }

@@ -5,6 +5,7 @@ mod hosts;
 mod lifecycle;
 mod registry_ops;
 mod sessions;
+pub(crate) mod supervise;
 mod turns;
 
 use std::path::{Path, PathBuf};

@@ -290,7 +290,10 @@ pub fn ls_table(entries: &[Entry]) -> Table {
         t.row(match e {
             Entry::Session { record, status } => vec![
                 record.id.to_string(),
-                status_word(status),
+                match latch_client::shown_status(record, status) {
+                    (shown, Some(why)) => format!("{shown}({})", why.as_str()),
+                    _ => status_word(status),
+                },
                 age(record.created_at_ms),
                 record.display_name.clone().unwrap_or_else(|| "-".into()),
                 shell_join(&record.command),

@@ -40,7 +40,7 @@ impl SessionJson {
             id: record.id.to_string(),
             incarnation: record.incarnation.to_string(),
             name: record.display_name.clone(),
-            status: status.name(),
+            status: latch_client::shown_status(record, status).0,
             exit_code,
             exit_signal,
             command: record.command.clone(),
@@ -53,7 +53,10 @@ impl SessionJson {
             owner: record.owner.clone(),
             status_reason: match status {
                 SessionStatus::Unknown { reason } => Some(reason.clone()),
-                _ => None,
+                // restarting, flapping, parent-ended (SPEC §9.16).
+                _ => latch_client::shown_status(record, status)
+                    .1
+                    .map(|r| r.as_str().to_owned()),
             },
         }
     }

@@ -150,6 +150,19 @@ pub struct NewSession {
     /// Whether a lone bash, zsh or fish starts with latch's shell integration
     /// (SPEC.md §4.6); on by default.
     pub shell_integration: latch_registry::shell::Integration,
+    /// The restart policy (SPEC.md §9.16).
+    pub restart: Option<latch_registry::supervision::RestartPolicy>,
+    /// The parent the session's life is bound to ([`Client::parent_process`],
+    /// [`Client::parent_session`]).
+    pub parent: Option<latch_registry::supervision::Parent>,
+    /// `--rm`: the session's files are removed once its exit has been delivered.
+    pub ephemeral: bool,
+    /// The program's environment instead of the caller's (a restart's, kept in the
+    /// record); `env` goes on top.
+    pub base_env: Option<BTreeMap<String, String>>,
+    /// The creation this one replaces (a restart), recorded as
+    /// `previousIncarnation`.
+    pub previous: Option<Incarnation>,
 }
 
 /// A handle on one registry.
@@ -269,14 +282,25 @@ impl Client {
         })?;
         // Variables whose name or value is not UTF-8 cannot travel in the JSON
         // creation spec; they are left out (SPEC.md §9.6), never a panic.
-        let mut env: BTreeMap<String, String> = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .collect();
+        let mut env: BTreeMap<String, String> = match new.base_env.clone() {
+            Some(base) => base,
+            None => std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        };
         for key in ["LATCH_SESSION_ID", "LATCH_INCARNATION", "TMUX", "STY"] {
             env.remove(key);
         }
         env.entry("TERM".into())
             .or_insert_with(|| "xterm-256color".into());
+        let ask = crate::supervise::Ask {
+            restart: new.restart,
+            parent: new.parent.as_ref(),
+            ephemeral: new.ephemeral,
+            env: &new.env,
+            previous: new.previous,
+        };
+        let supervision = crate::supervise::spec_of(ask, &env)?;
         env.extend(new.env);
         let rows = if new.rows == 0 { 24 } else { new.rows };
         let cols = if new.cols == 0 { 80 } else { new.cols };
@@ -295,6 +319,7 @@ impl Client {
             scrollback: latch_registry::spec::DEFAULT_SCROLLBACK,
             owner: new.owner,
             shell_integration: new.shell_integration,
+            supervision,
         };
         spawn_daemon(&self.registry, &self.daemon_program, &spec)
     }
@@ -869,7 +894,13 @@ impl Client {
     /// `session`'s incarnation.
     fn log_kill_requested(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
         let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
-        self.read_expecting(session)?;
+        let mut record = self.read_expecting(session)?;
+        if record.restart.is_some() {
+            // Recorded under the lock, where the daemon decides a restart: no
+            // replacement runs after this kill (SPEC.md §9.16).
+            record.kill_requested_at_ms = Some(latch_registry::now_ms());
+            self.registry.write_record(&lock, &record)?;
+        }
         // An events file that is not a regular file loses the event, never the
         // kill (SPEC §9.9).
         self.registry.append_event_or_lose(

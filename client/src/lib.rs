@@ -358,6 +358,8 @@ pub mod nonblocking;
 mod options;
 mod proto;
 mod receipt;
+mod supervise;
+pub use supervise::{shown_status, KEPT_ENV};
 mod wait;
 pub use wait::{wait_bound, Condition, Waited, TEXT_WINDOW};
 

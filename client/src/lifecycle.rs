@@ -16,7 +16,7 @@ use latch_registry::{Record, RegistryError, DEFAULT_LOCK_WAIT};
 use latch_wire::{Incarnation, SessionId, SessionRef};
 use serde::Serialize;
 
-use crate::client::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus};
+use crate::client::{derive_status, Client, Entry, KillOutcome, SessionStatus};
 use crate::create::Created;
 use crate::error::ClientError;
 use crate::options::RemoveMode;
@@ -500,18 +500,7 @@ impl Client {
             }
         }
         self.remove(session, RemoveMode::ExitedOnly)?;
-        self.create(NewSession {
-            id: Some(session.id.clone()),
-            name: record.display_name.clone(),
-            command: record.command.clone(),
-            cwd: Some(record.cwd.clone().into()),
-            tags: record.tags.clone(),
-            legacy_policy: record.legacy_policy,
-            // The owner belongs to the session, not to one incarnation: restart keeps
-            // it (read from the verified record) and binds it to the new creation.
-            owner: record.owner.clone(),
-            ..NewSession::default()
-        })
+        self.create(crate::supervise::restart_of(&record))
     }
 }
 

@@ -24,6 +24,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Child;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use latch_registry::events::{Event, EventKind};
@@ -40,6 +41,7 @@ use tokio::io::Interest;
 
 use crate::event_writer::{EventWriter, NotQueued};
 use crate::pty::{self, ChildProc, Program};
+use crate::respawn::Supervisor;
 
 /// Why creation failed: `kind` is the [`latch_registry::ReadyMessage::Failed`] kind
 /// (`exists`, `busy`, `invalid`, `spawn`, `io`).
@@ -108,6 +110,8 @@ pub(crate) struct Claim {
     socket_ident: (u64, u64),
     /// The terminal-event writer, started at the first event (SPEC §9.9).
     events: RefCell<Option<EventWriter>>,
+    /// The restart policy and parent, shared by every incarnation (SPEC §9.16).
+    supervisor: Rc<Supervisor>,
 }
 
 impl Claim {
@@ -160,7 +164,7 @@ impl Claim {
     /// At the program's exit, under the session lock: keeps the final screen and
     /// records `exit` if the record still names this incarnation, and unlinks the
     /// socket if it is still ours.
-    pub fn finish(&self, exit: ExitRecord, screen: Option<FinalScreen>) {
+    pub fn finish(&self, exit: ExitRecord, screen: Option<FinalScreen>, draining: bool) {
         // Every terminal event precedes session_exit.
         self.close_events();
         let Some(lock) = self.lock_patiently() else {
@@ -180,6 +184,8 @@ impl Claim {
                     signal: exit.signal,
                 };
                 rec.exit = Some(exit);
+                // Under this lock: restart, flapping, or the end (SPEC §9.16).
+                let then = self.supervisor.decide(&mut rec, draining);
                 // The final screen first, so an exit on record implies its screen.
                 if let Some(screen) = &screen {
                     if let Err(e) = self.registry.write_final_screen(&lock, screen) {
@@ -193,6 +199,12 @@ impl Claim {
                 let ev = Event::new(&self.own.id, &self.own.incarnation, kind);
                 if let Err(e) = self.registry.append_event(&lock, &ev) {
                     log!("cannot append the exit event: {e}");
+                }
+                if let Some(kind) = then {
+                    let ev = Event::new(&self.own.id, &self.own.incarnation, kind);
+                    if let Err(e) = self.registry.append_event(&lock, &ev) {
+                        log!("cannot append the supervision event: {e}");
+                    }
                 }
             }
             Ok(Some(rec)) => log!(
@@ -291,7 +303,11 @@ impl Undo {
 
 /// Creates the session described by `spec` in the registry at `root`. Must run inside
 /// the daemon's runtime (the listener, PTY and pidfd are registered with it).
-pub(crate) fn create(root: &Path, spec: &CreateSpec) -> Result<Created, CreateError> {
+pub(crate) fn create(
+    root: &Path,
+    spec: &CreateSpec,
+    supervisor: Rc<Supervisor>,
+) -> Result<Created, CreateError> {
     if spec.command.is_empty() {
         return Err(CreateError::new(FailureKind::Invalid, "no program to run"));
     }
@@ -318,30 +334,59 @@ pub(crate) fn create(root: &Path, spec: &CreateSpec) -> Result<Created, CreateEr
         .lock(&spec.id, DEFAULT_LOCK_WAIT)
         .map_err(registry_error)?;
     let mut undo = Undo::default();
-    match create_locked(&registry, &lock, spec, &mut undo) {
-        Ok((parts, own, socket_path, socket_ident)) => {
+    match create_locked(&registry, &lock, spec, &mut undo, None) {
+        Ok(made) => {
             drop(lock);
-            Ok(Created {
-                claim: Claim {
-                    registry: Arc::new(registry),
-                    own,
-                    socket_path,
-                    socket_ident,
-                    events: RefCell::new(None),
-                },
-                listener: parts.listener,
-                master: parts.master,
-                child: parts.child,
-                child_pid: parts.child_pid,
-                created_at_ms: parts.created_at_ms,
-                start_event: Some(parts.start_event),
-            })
+            Ok(into_created(made, Arc::new(registry), supervisor))
         }
         Err(e) => {
             undo.run(&registry);
             drop(lock);
             Err(e)
         }
+    }
+}
+
+/// Starts the program again as a new incarnation of the session whose ended
+/// incarnation `previous` records, under its lock (SPEC §9.16); `restarts` counts
+/// this one.
+pub(crate) fn respawn(
+    registry: Arc<Registry>,
+    lock: &SessionLock,
+    spec: &CreateSpec,
+    previous: &Record,
+    restarts: u32,
+    supervisor: Rc<Supervisor>,
+) -> Result<Created, CreateError> {
+    let mut undo = Undo::default();
+    match create_locked(&registry, lock, spec, &mut undo, Some((previous, restarts))) {
+        Ok(made) => Ok(into_created(made, registry, supervisor)),
+        Err(e) => {
+            undo.run(&registry);
+            Err(e)
+        }
+    }
+}
+
+type Made = (Parts, SessionRef, PathBuf, (u64, u64));
+
+fn into_created(made: Made, registry: Arc<Registry>, supervisor: Rc<Supervisor>) -> Created {
+    let (parts, own, socket_path, socket_ident) = made;
+    Created {
+        claim: Claim {
+            registry,
+            own,
+            socket_path,
+            socket_ident,
+            events: RefCell::new(None),
+            supervisor,
+        },
+        listener: parts.listener,
+        master: parts.master,
+        child: parts.child,
+        child_pid: parts.child_pid,
+        created_at_ms: parts.created_at_ms,
+        start_event: Some(parts.start_event),
     }
 }
 
@@ -359,9 +404,12 @@ fn create_locked(
     lock: &SessionLock,
     spec: &CreateSpec,
     undo: &mut Undo,
-) -> Result<(Parts, SessionRef, PathBuf, (u64, u64)), CreateError> {
+    previous: Option<(&Record, u32)>,
+) -> Result<Made, CreateError> {
     let id = &spec.id;
     match registry.read_record(id) {
+        // A respawn replaces the ended incarnation it checked under this lock.
+        _ if previous.is_some() => {}
         Ok(None) => {}
         Ok(Some(rec)) => {
             return Err(CreateError::new(FailureKind::Exists,
@@ -457,7 +505,16 @@ fn create_locked(
         // hand, added or stripped later no longer verifies.
         owner: spec.owner.clone(),
         owner_mac: Some(registry.owner_mac(id, &incarnation, spec.owner.as_ref())),
-        extra: serde_json::Map::new(),
+        restart: spec.supervision.restart,
+        previous_incarnation: previous
+            .map(|(p, _)| p.incarnation)
+            .or(spec.supervision.previous_incarnation),
+        parent: spec.supervision.parent.clone(),
+        kill_requested_at_ms: None,
+        status_reason: None,
+        env: spec.supervision.record_env.clone(),
+        // What other builds wrote stays with the session across a respawn.
+        extra: previous.map(|(p, _)| p.extra.clone()).unwrap_or_default(),
     };
 
     // Register with the runtime before the record makes the session visible.
@@ -477,15 +534,26 @@ fn create_locked(
     let listener = tokio::net::UnixListener::from_std(listener)
         .map_err(|e| CreateError::io("cannot watch the socket", e))?;
 
-    undo.record = Some((id.clone(), incarnation));
+    // A respawn's record replaces the session's only one: never removed on failure.
+    if previous.is_none() {
+        undo.record = Some((id.clone(), incarnation));
+    }
     registry
         .write_record(lock, &record)
         .map_err(registry_error)?;
-    let start = EventKind::SessionStart {
-        command: record.command.clone(),
-        daemon_pid: record.daemon.pid,
-        child_pid: record.child.pid,
-        owner: record.owner.clone(),
+    let start = match previous {
+        Some((p, restarts)) => EventKind::SessionRespawn {
+            previous_incarnation: p.incarnation,
+            command: record.command.clone(),
+            child_pid: record.child.pid,
+            restarts,
+        },
+        None => EventKind::SessionStart {
+            command: record.command.clone(),
+            daemon_pid: record.daemon.pid,
+            child_pid: record.child.pid,
+            owner: record.owner.clone(),
+        },
     };
     let start_event = registry
         .append_event_unsynced(lock, &Event::new(id, &incarnation, start))

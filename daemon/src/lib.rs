@@ -49,7 +49,9 @@ mod event_writer;
 mod input;
 mod logging;
 mod outbound;
+mod parent;
 mod pty;
+mod respawn;
 mod ring;
 
 mod serve;
@@ -112,7 +114,15 @@ pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
 
 async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     let signals = serve::Signals::install();
-    let mut created = match create::create(&root, &spec) {
+    let supervisor = match latch_registry::Registry::open(&root) {
+        Ok(reg) => respawn::Supervisor::new(&reg, &spec),
+        Err(e) => {
+            log!("creation of {} failed: {e}", spec.id);
+            report_failure(FailureKind::Io, &e.to_string());
+            return 1;
+        }
+    };
+    let mut created = match create::create(&root, &spec, supervisor.clone()) {
         Ok(c) => c,
         Err(e) => {
             log!("creation of {} failed ({}): {}", spec.id, e.kind, e.message);
@@ -152,7 +162,7 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     );
     // What creation touched and freed is not needed again.
     session::trim_memory();
-    serve::serve(session, listener, signals).await
+    respawn::supervise(&root, spec, session, listener, signals, supervisor).await
 }
 
 /// Writes one readiness line to fd 1 (the readiness pipe), unbuffered.

@@ -32,6 +32,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::conn;
 use crate::pty;
+use crate::respawn::Supervisor;
 use crate::session::{Session, READ_BUF};
 
 /// How long connections may take to flush after the program's exit.
@@ -57,15 +58,28 @@ impl Signals {
             hup: install(SignalKind::hangup(), "SIGHUP"),
         }
     }
+
+    /// Resolves at the next SIGTERM or SIGHUP (during a restart delay, SPEC §9.16).
+    pub async fn stop_requested(&mut self) {
+        tokio::select! {
+            Some(()) = recv(&mut self.term) => {}
+            Some(()) = recv(&mut self.hup) => {}
+        }
+    }
 }
 
 /// Serves the session until the program exits; returns the daemon's exit code.
-pub(crate) async fn serve(session: Rc<Session>, listener: UnixListener, signals: Signals) -> i32 {
+pub(crate) async fn serve(
+    session: Rc<Session>,
+    listener: UnixListener,
+    signals: &mut Signals,
+    sup: &Supervisor,
+) -> i32 {
     let accept = tokio::task::spawn_local(conn::accept_loop(session.clone(), listener));
     let reader = tokio::task::spawn_local(pump_output(session.clone()));
     let writer = tokio::task::spawn_local(pump_input(session.clone()));
 
-    let status = watch_child(&session, signals).await;
+    let status = watch_child(&session, signals, sup).await;
     log!(
         "program exited: code {:?}, signal {:?}",
         status.code,
@@ -98,8 +112,8 @@ pub(crate) async fn serve(session: Rc<Session>, listener: UnixListener, signals:
 
 /// Waits for the program to exit and reaps it. SIGTERM/SIGHUP to the daemon are
 /// forwarded to the program as SIGHUP (module docs).
-async fn watch_child(session: &Session, signals: Signals) -> ExitStatus {
-    let Signals { mut term, mut hup } = signals;
+async fn watch_child(session: &Session, signals: &mut Signals, sup: &Supervisor) -> ExitStatus {
+    let Signals { term, hup } = signals;
     loop {
         tokio::select! {
             ready = session.child.readable() => match ready {
@@ -121,8 +135,10 @@ async fn watch_child(session: &Session, signals: Signals) -> ExitStatus {
                     }
                 }
             },
-            Some(()) = recv(&mut term) => forward_hangup(session, "SIGTERM"),
-            Some(()) = recv(&mut hup) => forward_hangup(session, "SIGHUP"),
+            Some(()) = recv(term) => forward_hangup(session, "SIGTERM"),
+            Some(()) = recv(hup) => forward_hangup(session, "SIGHUP"),
+            // The session's life is bound to its parent (SPEC §9.16).
+            () = sup.parent_ended() => forward_hangup(session, "the parent ended"),
         }
     }
 }

@@ -757,7 +757,7 @@ impl Session {
             exited_at_ms: latch_registry::now_ms(),
         };
         let screen = self.final_screen(exit.clone());
-        self.claim.finish(exit, Some(screen));
+        self.claim.finish(exit, Some(screen), self.draining());
         // EXIT reaches every attached client, after a fresh screen for any that is
         // behind, whatever the bound.
         let attached = std::mem::take(&mut *self.attached.borrow_mut());

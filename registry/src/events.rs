@@ -52,8 +52,12 @@ pub mod kind {
     pub const NOTIFICATION: &str = "notification";
     /// The program showed or hid the cursor (`visible`).
     pub const CURSOR_VISIBLE: &str = "cursor_visible";
+    /// The daemon started the program again, as a new incarnation (SPEC §9.16).
+    pub const SESSION_RESPAWN: &str = "session_respawn";
+    /// The restarts ran out inside their window (SPEC §9.16).
+    pub const SESSION_FLAPPING: &str = "session_flapping";
     /// Every type a build of this version writes, in SPEC.md §9.9's order.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 11] = [
         SESSION_START,
         SESSION_EXIT,
         METADATA_CHANGE,
@@ -63,6 +67,8 @@ pub mod kind {
         TITLE_CHANGE,
         NOTIFICATION,
         CURSOR_VISIBLE,
+        SESSION_RESPAWN,
+        SESSION_FLAPPING,
     ];
 }
 
@@ -146,6 +152,26 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
     },
+    /// The daemon started the program again as this incarnation (SPEC §9.16).
+    #[serde(rename_all = "camelCase")]
+    SessionRespawn {
+        /// The creation this one replaced.
+        previous_incarnation: Incarnation,
+        /// Program and arguments (the record's, which `exec` may have changed).
+        command: Vec<String>,
+        /// The program's pid.
+        child_pid: u32,
+        /// Restarts inside the window, this one included.
+        restarts: u32,
+    },
+    /// The restarts ran out: the session stays exited (SPEC §9.16).
+    #[serde(rename_all = "camelCase")]
+    SessionFlapping {
+        /// Restarts made inside the window.
+        restarts: u32,
+        /// The window, in ms.
+        window_ms: u64,
+    },
 }
 
 /// One event of one creation: `{"ts", "type", "id", "incarnation", ...}`.
@@ -192,6 +218,8 @@ impl EventKind {
             EventKind::TitleChange { .. } => kind::TITLE_CHANGE,
             EventKind::Notification { .. } => kind::NOTIFICATION,
             EventKind::CursorVisible { .. } => kind::CURSOR_VISIBLE,
+            EventKind::SessionRespawn { .. } => kind::SESSION_RESPAWN,
+            EventKind::SessionFlapping { .. } => kind::SESSION_FLAPPING,
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod root;
 pub mod screen;
 pub mod shell;
 pub mod spec;
+pub mod supervision;
 pub mod tail;
 
 // Entry points for the fuzz targets in fuzz/ (not a public API).
@@ -276,6 +277,9 @@ impl Registry {
                 record: record.id.to_string(),
             });
         }
+        let mut record = record.clone();
+        record.version = record.needed_version();
+        let record = &record;
         let bytes = serde_json::to_vec_pretty(record).map_err(|source| RegistryError::Encode {
             what: "record",
             source,
@@ -500,6 +504,12 @@ mod tests {
             tty: None,
             owner: Some(a.clone()),
             owner_mac: Some(reg.owner_mac(&id, &inc, Some(&a))),
+            restart: None,
+            previous_incarnation: None,
+            parent: None,
+            kill_requested_at_ms: None,
+            status_reason: None,
+            env: None,
             extra: Default::default(),
         };
         reg.write_record(&lock, &rec).unwrap();

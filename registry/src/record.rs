@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::RegistryError;
 use crate::proc::ProcIdentity;
 
-/// The record format version this build writes.
-pub const RECORD_VERSION: u32 = 1;
+/// The newest record format version this build writes; a record that needs none of
+/// version 2's fields is still written as version 1 (SPEC.md §9.3).
+pub const RECORD_VERSION: u32 = 2;
 
 /// How the program ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,9 +77,47 @@ pub struct Record {
     /// it is degraded (SPEC.md §9.3); it is optional here only to report that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_mac: Option<String>,
+    /// Version 2 (SPEC.md §9.3, §9.16): the restart policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<crate::supervision::RestartPolicy>,
+    /// Version 2: the creation this one replaced (a restart or a respawn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_incarnation: Option<Incarnation>,
+    /// Version 2: the parent this session's life is bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<crate::supervision::Parent>,
+    /// Version 2: when latch's kill of this creation was recorded, under the lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_requested_at_ms: Option<u64>,
+    /// Version 2: why the session is in its status (`restarting`, `flapping`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<crate::supervision::StatusReason>,
+    /// Version 2: the program's environment for a restart: the creation's `--env`
+    /// overlay with TERM, PATH, LANG and HOME as they were, kept only when a
+    /// restart policy needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
     /// Fields written by another build, preserved on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Record {
+    /// The version this record is written as: 2 if it carries any field of version
+    /// 2, else 1, so that older builds keep reading plain sessions (SPEC.md §9.3).
+    pub fn needed_version(&self) -> u32 {
+        let v2 = self.restart.is_some()
+            || self.previous_incarnation.is_some()
+            || self.parent.is_some()
+            || self.kill_requested_at_ms.is_some()
+            || self.status_reason.is_some()
+            || self.env.is_some();
+        if v2 {
+            RECORD_VERSION
+        } else {
+            1
+        }
+    }
 }
 
 /// Reads and parses a record file. `Ok(None)`: no such file. `Err(Corrupt)`: the file
@@ -101,11 +140,11 @@ pub fn read_record_file(path: &Path, id: &SessionId) -> Result<Option<Record>, R
     }
     // A version this build does not know may carry what it cannot verify: degraded,
     // never read as if it were its own (SPEC §9.3).
-    if record.version != RECORD_VERSION {
+    if !(1..=RECORD_VERSION).contains(&record.version) {
         return Err(RegistryError::Corrupt {
             path: path.to_path_buf(),
             reason: format!(
-                "record version {}; this latch reads version {RECORD_VERSION}",
+                "record version {}; this latch reads versions 1 to {RECORD_VERSION}",
                 record.version
             ),
         });
@@ -230,6 +269,12 @@ mod tests {
             tty: None,
             owner: None,
             owner_mac: None,
+            restart: None,
+            previous_incarnation: None,
+            parent: None,
+            kill_requested_at_ms: None,
+            status_reason: None,
+            env: None,
             extra: serde_json::Map::new(),
         }
     }

@@ -47,6 +47,31 @@ pub struct CreateSpec {
     /// Whether a lone shell is started with latch's integration (SPEC.md §4.6).
     #[serde(default)]
     pub shell_integration: crate::shell::Integration,
+    /// Supervision (SPEC.md §9.16): the restart policy, the parent, `--rm`, and the
+    /// environment the record keeps for a restart.
+    #[serde(default, flatten)]
+    pub supervision: Supervision,
+}
+
+/// What a creation asks of the daemon's supervision (SPEC.md §9.16).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Supervision {
+    /// The restart policy, recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<crate::supervision::RestartPolicy>,
+    /// The parent the session's life is bound to, recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<crate::supervision::Parent>,
+    /// `--rm`: the session's files are removed once its exit has been delivered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ephemeral: bool,
+    /// The environment the record keeps (`Record::env`), when a restart needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_env: Option<BTreeMap<String, String>>,
+    /// The creation this one replaces (`latch restart`), recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_incarnation: Option<Incarnation>,
 }
 
 /// The one JSON line a daemon writes to its readiness pipe.

@@ -28,8 +28,19 @@ fn registry_constants_match_spec() {
     assert_eq!(LOG_MAX_BYTES, 1_048_576);
     assert!(SPEC.contains("the id `defaults` is reserved\n(`RESERVED_IDS`)"));
     assert_eq!(RESERVED_IDS, ["defaults"]);
-    assert!(SPEC.contains("| version | 1 | record format;"));
-    assert_eq!(RECORD_VERSION, 1);
+    assert!(SPEC.contains("| version | 1 or 2 | record format;"));
+    assert_eq!(RECORD_VERSION, 2);
+    {
+        use latch_registry::supervision as sv;
+        assert!(SPEC.contains("`--restart-delay` (default 250 ms)"));
+        assert_eq!(sv::DEFAULT_RESTART_DELAY.as_millis(), 250);
+        assert!(SPEC.contains("at most 30 s (`MAX_RESTART_DELAY`)"));
+        assert_eq!(sv::MAX_RESTART_DELAY.as_secs(), 30);
+        assert!(SPEC.contains("`--max-restarts` (default 5)"));
+        assert_eq!(sv::DEFAULT_MAX_RESTARTS, 5);
+        assert!(SPEC.contains("`--restart-window`\n  (default 60 s)"));
+        assert_eq!(sv::DEFAULT_RESTART_WINDOW.as_secs(), 60);
+    }
     assert!(SPEC.contains("HMAC-SHA256(key, \"latch/incarnation/v1\" || 0x00"));
     assert_eq!(INCARNATION_DOMAIN, b"latch/incarnation/v1");
     assert!(SPEC.contains("HMAC-SHA256(key, \"latch/owner/v1\" || 0x00"));
@@ -138,6 +149,16 @@ fn event_types_match_spec() {
         EventKind::CursorVisible {
             visible: true,
             dropped: Some(1),
+        },
+        EventKind::SessionRespawn {
+            previous_incarnation: inc,
+            command: vec![],
+            child_pid: 1,
+            restarts: 1,
+        },
+        EventKind::SessionFlapping {
+            restarts: 1,
+            window_ms: 1,
         },
     ];
     assert_eq!(rows.len(), samples.len(), "{rows:?}");

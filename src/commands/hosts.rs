@@ -264,6 +264,9 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
     let Some(command) = cli.command else {
         return relay_exec(&route, false);
     };
+    if let Command::New(args) = &command {
+        super::supervise::check_remote(&args.supervise)?;
+    }
     match command {
         Command::Ls {
             tags,

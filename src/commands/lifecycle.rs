@@ -152,6 +152,9 @@ pub(crate) fn daemon(root: PathBuf, spec: Option<String>) -> Result<i32, ClientE
     // From here on stdin is /dev/null, as the daemon expects.
     let null = std::fs::File::open("/dev/null").map_err(|e| ClientError::Other(e.to_string()))?;
     nix::unistd::dup2_stdin(&null).map_err(|e| ClientError::Other(format!("dup2: {e}")))?;
+    // Closed now: the daemon closes every fd above 2 first (SPEC §9.6), and a File
+    // still owning one would close it again at exit, after the runtime reused it.
+    drop(null);
     let spec: latch_registry::CreateSpec =
         serde_json::from_str(&spec).map_err(|e| usage(format!("daemon spec: {e}")))?;
     // The client started us in a new session with setsid. Fork once more so the

@@ -31,7 +31,7 @@ pub(crate) fn ls(
         .into_iter()
         .filter(|e| match e {
             Entry::Session { record, status: st } => {
-                status.is_none_or(|s| s == st.name())
+                status.is_none_or(|s| s == latch_client::shown_status(record, st).0)
                     && want_tags.iter().all(|(k, v)| record.tags.get(k) == Some(v))
             }
             // A degraded record cannot prove it lacks a tag: it is shown unless the
@@ -167,6 +167,10 @@ pub(crate) fn print_status(
     field("id", r.id.as_str());
     field("incarnation", &r.incarnation.to_string());
     field("name", r.display_name.as_deref().unwrap_or("-"));
+    let status = match latch_client::shown_status(r, derived) {
+        (shown, Some(why)) if daemon.is_none() => format!("{shown} ({})", why.as_str()),
+        _ => status,
+    };
     field("status", &status);
     field("command", &output::shell_join(&r.command));
     field("cwd", &r.cwd);

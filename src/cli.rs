@@ -296,6 +296,10 @@ pub enum Command {
         #[arg(long, value_name = "DUR", default_value = "5")]
         grace: Dur,
     },
+    /// Create the sessions a TOML file declares, idempotently (SPEC.md §9.17).
+    Up(crate::commands::up::UpArgs),
+    /// Kill and remove the sessions `up` created from a file (SPEC.md §9.17).
+    Down(crate::commands::up::DownArgs),
     /// Print a shell completion script (ids and names complete too): see the README.
     Completions {
         /// The shell.

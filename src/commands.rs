@@ -7,6 +7,7 @@ mod registry_ops;
 mod sessions;
 pub(crate) mod supervise;
 mod turns;
+pub(crate) mod up;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -236,5 +237,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         }
         Command::Exec { command } => lifecycle::exec(&command),
         Command::Restart { target, grace } => lifecycle::restart(root, &target, grace.0, json),
+        Command::Up(args) => up::up(root, &args, json),
+        Command::Down(args) => up::down(root, &args, json),
     }
 }

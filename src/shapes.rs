@@ -617,7 +617,14 @@ mod tests {
             error: "e".into(),
         };
         check(&shapes, "host down", v(&down), v(&down));
-        assert_eq!(shapes.len(), 18, "a shape in SPEC §10 without a type here");
+        let up = |full: bool| crate::commands::up::UpReport {
+            id: "a".into(),
+            action: "drift",
+            incarnation: full.then(|| "v1.x".into()),
+            detail: full.then(|| "d".into()),
+        };
+        check(&shapes, "up report", v(&up(true)), v(&up(false)));
+        assert_eq!(shapes.len(), 19, "a shape in SPEC §10 without a type here");
     }
 
     fn shell() -> ShellJson {

@@ -344,3 +344,101 @@ fn rm_sessions_remove_their_files_after_the_exit_is_delivered() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(!reg.path("x.json").exists());
 }
+
+/// Writes `text` as `dir/latch.toml`; returns its path as text.
+fn toml_file(dir: &std::path::Path, text: &str) -> String {
+    let path = dir.join("latch.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn up_is_idempotent_leaves_foreign_sessions_alone_and_down_removes_its_own() {
+    let reg = Reg::new();
+    let dir = tempfile::tempdir().unwrap();
+    let file = toml_file(
+        dir.path(),
+        r#"
+[sessions.web]
+command = ["sh", "-c", "echo serving; exec cat"]
+env = { PORT = "3000" }
+tags = { role = "web" }
+restart = "on-failure"
+
+[sessions.shared]
+command = ["cat"]
+"#,
+    );
+    // A same-named session someone else made.
+    let foreign = reg.new_session("shared", &["cat"]);
+    let first = reg.run(&["up", "-f", &file, "--json"]).json();
+    assert_eq!(first[0]["id"], "shared");
+    assert_eq!(first[0]["action"], "foreign");
+    assert_eq!(first[1]["id"], "web");
+    assert_eq!(first[1]["action"], "created");
+    let web = first[1]["incarnation"].as_str().unwrap().to_owned();
+    reg.wait_for("web", "serving");
+    let rec = reg.record("web");
+    assert!(rec["owner"].as_str().unwrap().starts_with("up:"), "{rec}");
+    assert_eq!(rec["tags"]["role"], "web");
+    assert_eq!(rec["env"]["PORT"], "3000");
+    // Twice: nothing changes.
+    let second = reg.run(&["up", "-f", &file, "--json"]).json();
+    assert_eq!(second[1]["action"], "unchanged");
+    assert_eq!(second[1]["incarnation"], web.as_str());
+    assert_eq!(entry(&reg, "shared")["incarnation"], foreign.as_str());
+    // Its own session, ended, is started again.
+    reg.run(&["kill", "web", "--wait"]).ok();
+    let third = reg.run(&["up", "-f", &file, "--json"]).json();
+    assert_eq!(third[1]["action"], "restarted");
+    assert_eq!(entry(&reg, "web")["status"], "running");
+    // down: exactly the file's own sessions.
+    let down = reg.run(&["down", "-f", &file, "--json"]).json();
+    assert_eq!(down[0]["action"], "foreign");
+    assert_eq!(down[1]["action"], "removed");
+    assert!(!reg.path("web.json").exists());
+    let e = entry(&reg, "shared");
+    assert_eq!(e["status"], "running");
+    assert_eq!(e["incarnation"], foreign.as_str());
+}
+
+#[test]
+fn hostile_up_files_are_refused_with_their_position_and_create_nothing() {
+    let reg = Reg::new();
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |text: &str, want: &str| {
+        let file = toml_file(dir.path(), text);
+        let r = reg.run(&["up", "-f", &file]);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(r.stderr.contains(want), "{want:?} not in {r:?}");
+        let ls = reg.run(&["ls", "--json"]).json();
+        assert_eq!(
+            ls.as_array().unwrap().len(),
+            0,
+            "something was created: {ls}"
+        );
+    };
+    // A valid session, then an unknown key: nothing at all is created.
+    refused(
+        "[sessions.a]\ncommand = [\"cat\"]\n\n[sessions.b]\ncommand = [\"cat\"]\ncomand = 1\n",
+        "latch.toml:6:1:",
+    );
+    // Wrong types.
+    refused("[sessions.a]\ncommand = \"cat\"\n", "latch.toml:2:11:");
+    refused(
+        "[sessions.a]\ncommand = [\"cat\"]\nenv = { A = 1 }\n",
+        "latch.toml:3:",
+    );
+    refused("owner = 7\n", "latch.toml:1:9:");
+    refused(
+        "[sessions.a]\ncommand = [\"cat\"]\nrestart = \"sometimes\"\n",
+        "sometimes",
+    );
+    refused("[sessions.\"bad/id\"]\ncommand = [\"cat\"]\n", "bad/id");
+    // Deeply nested: refused by the parser's depth bound, never a stack overflow.
+    let deep = format!("x = {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    refused(&deep, "latch.toml:1:");
+    // Huge: over the bound, refused before parsing.
+    let huge = format!("# {}\n", "x".repeat(2 * 1024 * 1024));
+    refused(&huge, "over");
+}

@@ -274,6 +274,8 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             owner,
         } => ls(&route.hosts, root, json, &tags, status, owner),
         Command::Exec { .. }
+        | Command::Up(_)
+        | Command::Down(_)
         | Command::Completions { .. }
         | Command::Man
         | Command::Daemon { .. }

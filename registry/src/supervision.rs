@@ -147,6 +147,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_a_supervised_record_is_written_as_version_2() {
+        use crate::{Record, Registry};
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = Registry::open(&tmp.path().join("r")).unwrap();
+        let id = SessionId::new("s").unwrap();
+        let lock = reg.lock(&id, Duration::ZERO).unwrap();
+        let me = ProcIdentity::of(std::process::id()).unwrap();
+        let inc = reg.mint(&id).unwrap();
+        let mut rec: Record = serde_json::from_value(serde_json::json!({
+            "version": 1, "id": "s", "incarnation": inc, "command": ["sh"], "cwd": "/",
+            "createdAtMs": 1, "daemon": me, "child": me,
+            "ownerMac": reg.owner_mac(&id, &inc, None),
+        }))
+        .unwrap();
+        let version = || {
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(reg.record_path(&id)).unwrap()).unwrap();
+            v["version"].as_u64().unwrap()
+        };
+        reg.write_record(&lock, &rec).unwrap();
+        assert_eq!(version(), 1);
+        rec.restart = Some(RestartPolicy::new(RestartMode::Always));
+        reg.write_record(&lock, &rec).unwrap();
+        assert_eq!(version(), 2);
+        let back = reg.read_record(&id).unwrap().unwrap();
+        assert_eq!(back.restart, rec.restart);
+        // A version this build does not know is degraded, never read as its own.
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(reg.record_path(&id)).unwrap()).unwrap();
+        v["version"] = 3.into();
+        std::fs::write(reg.record_path(&id), serde_json::to_vec(&v).unwrap()).unwrap();
+        assert!(matches!(
+            reg.read_record(&id),
+            Err(crate::RegistryError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
     fn delay_doubles_up_to_the_cap() {
         let p = RestartPolicy::new(RestartMode::Always);
         assert_eq!(p.delay(0), Duration::from_millis(250));

@@ -442,3 +442,40 @@ fn hostile_up_files_are_refused_with_their_position_and_create_nothing() {
     let huge = format!("# {}\n", "x".repeat(2 * 1024 * 1024));
     refused(&huge, "over");
 }
+
+#[test]
+fn a_respawn_runs_the_command_exec_stored() {
+    let reg = Reg::new();
+    // The first program replaces itself through `latch exec`, which stores the new
+    // command in the record; once that one ends, the respawn runs it.
+    let script = format!(
+        "exec {} exec -- sh -c 'echo second-program; read x; exit 1'",
+        support::latch_bin()
+    );
+    reg.run(&[
+        "new",
+        "-d",
+        "--id",
+        "ex",
+        "--restart",
+        "on-failure",
+        "--restart-delay",
+        "10ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .ok();
+    wait_event(&reg, "ex", "metadata_change");
+    reg.wait_for("ex", "second-program");
+    reg.run(&["send", "ex", "go\n"]).ok();
+    let respawn = wait_event(&reg, "ex", "session_respawn");
+    assert_eq!(respawn["command"][0], "sh");
+    assert_eq!(respawn["command"][2], "echo second-program; read x; exit 1");
+    let now = respawn["incarnation"].as_str().unwrap();
+    reg.wait_for(&format!("ex@{now}"), "second-program");
+    // A fresh screen: the new incarnation's shows its own output only.
+    let screen = reg.run(&["peek", "ex"]).ok().to_owned();
+    assert_eq!(screen.matches("second-program").count(), 1, "{screen:?}");
+}

@@ -484,38 +484,7 @@ fn create_locked(
     let pidfd = PidFd::open(child_pid)
         .map_err(|e| CreateError::io("cannot open a pidfd for the program", e))?;
 
-    let created_at_ms = now_ms();
-    let record = Record {
-        version: RECORD_VERSION,
-        id: id.clone(),
-        incarnation,
-        display_name: spec.display_name.clone(),
-        command: spec.command.clone(),
-        cwd: spec.cwd.clone(),
-        created_at_ms,
-        daemon: ProcIdentity::of(std::process::id())
-            .map_err(|e| CreateError::io("cannot read the daemon's identity", e))?,
-        child: ProcIdentity::of(child_pid)
-            .map_err(|e| CreateError::io("cannot read the program's identity", e))?,
-        tags: spec.tags.clone(),
-        legacy_policy: spec.legacy_policy,
-        exit: None,
-        tty: Some(tty_name),
-        // Bound to this creation under the key (SPEC.md §2.4): an owner edited by
-        // hand, added or stripped later no longer verifies.
-        owner: spec.owner.clone(),
-        owner_mac: Some(registry.owner_mac(id, &incarnation, spec.owner.as_ref())),
-        restart: spec.supervision.restart,
-        previous_incarnation: previous
-            .map(|(p, _)| p.incarnation)
-            .or(spec.supervision.previous_incarnation),
-        parent: spec.supervision.parent.clone(),
-        kill_requested_at_ms: None,
-        status_reason: None,
-        env: spec.supervision.record_env.clone(),
-        // What other builds wrote stays with the session across a respawn.
-        extra: previous.map(|(p, _)| p.extra.clone()).unwrap_or_default(),
-    };
+    let record = new_record(registry, spec, incarnation, child_pid, tty_name, previous)?;
 
     // Register with the runtime before the record makes the session visible.
     pty::set_nonblocking(pair.master.as_fd())
@@ -541,20 +510,7 @@ fn create_locked(
     registry
         .write_record(lock, &record)
         .map_err(registry_error)?;
-    let start = match previous {
-        Some((p, restarts)) => EventKind::SessionRespawn {
-            previous_incarnation: p.incarnation,
-            command: record.command.clone(),
-            child_pid: record.child.pid,
-            restarts,
-        },
-        None => EventKind::SessionStart {
-            command: record.command.clone(),
-            daemon_pid: record.daemon.pid,
-            child_pid: record.child.pid,
-            owner: record.owner.clone(),
-        },
-    };
+    let start = start_kind(&record, previous);
     let start_event = registry
         .append_event_unsynced(lock, &Event::new(id, &incarnation, start))
         .map_err(registry_error)?;
@@ -569,13 +525,74 @@ fn create_locked(
             master,
             child,
             child_pid,
-            created_at_ms,
+            created_at_ms: record.created_at_ms,
             start_event,
         },
         own,
         socket_path,
         socket_ident,
     ))
+}
+
+/// The record of a new creation (or a respawn of `previous`), as written.
+fn new_record(
+    registry: &Registry,
+    spec: &CreateSpec,
+    incarnation: Incarnation,
+    child_pid: u32,
+    tty_name: String,
+    previous: Option<(&Record, u32)>,
+) -> Result<Record, CreateError> {
+    let id = &spec.id;
+    Ok(Record {
+        version: RECORD_VERSION,
+        id: id.clone(),
+        incarnation,
+        display_name: spec.display_name.clone(),
+        command: spec.command.clone(),
+        cwd: spec.cwd.clone(),
+        created_at_ms: now_ms(),
+        daemon: ProcIdentity::of(std::process::id())
+            .map_err(|e| CreateError::io("cannot read the daemon's identity", e))?,
+        child: ProcIdentity::of(child_pid)
+            .map_err(|e| CreateError::io("cannot read the program's identity", e))?,
+        tags: spec.tags.clone(),
+        legacy_policy: spec.legacy_policy,
+        exit: None,
+        tty: Some(tty_name),
+        // Bound to this creation under the key (SPEC.md §2.4): an owner edited by
+        // hand, added or stripped later no longer verifies.
+        owner: spec.owner.clone(),
+        owner_mac: Some(registry.owner_mac(id, &incarnation, spec.owner.as_ref())),
+        restart: spec.supervision.restart,
+        previous_incarnation: previous
+            .map(|(p, _)| p.incarnation)
+            .or(spec.supervision.previous_incarnation),
+        parent: spec.supervision.parent.clone(),
+        kill_requested_at_ms: None,
+        status_reason: None,
+        env: spec.supervision.record_env.clone(),
+        // What other builds wrote stays with the session across a respawn.
+        extra: previous.map(|(p, _)| p.extra.clone()).unwrap_or_default(),
+    })
+}
+
+/// `session_start`, or for a respawn `session_respawn` (SPEC §9.9).
+fn start_kind(record: &Record, previous: Option<(&Record, u32)>) -> EventKind {
+    match previous {
+        Some((p, restarts)) => EventKind::SessionRespawn {
+            previous_incarnation: p.incarnation,
+            command: record.command.clone(),
+            child_pid: record.child.pid,
+            restarts,
+        },
+        None => EventKind::SessionStart {
+            command: record.command.clone(),
+            daemon_pid: record.daemon.pid,
+            child_pid: record.child.pid,
+            owner: record.owner.clone(),
+        },
+    }
 }
 
 /// Binds `path` with mode 0600 from the start (umask 077 around `bind`, so there is

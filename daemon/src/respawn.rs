@@ -198,6 +198,12 @@ async fn restart_after(
         }
     };
     let changes = RecordChanges::watch(&registry);
+    // A kill recorded before the watch began is seen now, not at the delay's end.
+    if still_restarting(&registry, own).is_none() {
+        log!("the record changed before the restart delay (a kill or rm): not restarting");
+        stop(&registry, own, None);
+        return None;
+    }
     let deadline = tokio::time::Instant::now() + delay;
     loop {
         tokio::select! {

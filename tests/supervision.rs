@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use latch_client::AttachEvent;
 use serde_json::Value;
-use support::{client, sref, wait_process_exit, Reg};
+use support::{client, sref, wait_process_exit, Reg, Run};
 
 /// Waits for an event of `ty` in `id`'s history; returns it.
 #[track_caller]
@@ -478,4 +478,40 @@ fn a_respawn_runs_the_command_exec_stored() {
     // A fresh screen: the new incarnation's shows its own output only.
     let screen = reg.run(&["peek", "ex"]).ok().to_owned();
     assert_eq!(screen.matches("second-program").count(), 1, "{screen:?}");
+}
+
+#[test]
+fn restart_runs_with_the_kept_environment_never_the_callers() {
+    let reg = Reg::new();
+    reg.run(&[
+        "new",
+        "-d",
+        "--id",
+        "envy",
+        "--restart",
+        "on-failure",
+        "--env",
+        "KEPT=from-new",
+        "--",
+        "sh",
+        "-c",
+        "echo kept=$KEPT caller=${CALLER:-none}; exec cat",
+    ])
+    .ok();
+    reg.wait_for("envy", "kept=from-new caller=none");
+    let rec = reg.record("envy");
+    assert_eq!(rec["env"]["KEPT"], "from-new");
+    assert!(rec["env"]["PATH"].is_string(), "{rec}");
+    let r = Run::from(
+        reg.cmd()
+            .args(["restart", "envy", "--json"])
+            .env("CALLER", "leaked")
+            .output()
+            .unwrap(),
+    );
+    let now = r.json()["incarnation"].as_str().unwrap().to_owned();
+    reg.wait_for(&format!("envy@{now}"), "kept=from-new caller=none");
+    // A plain session keeps no environment in its record.
+    reg.new_session("plain", &["cat"]);
+    assert!(reg.record("plain").get("env").is_none());
 }

@@ -244,9 +244,10 @@ pub enum Command {
         /// Keep printing new events.
         #[arg(long)]
         follow: bool,
-        /// Wait for an event of this type, print it and exit.
-        #[arg(long, value_name = "TYPE", value_enum)]
-        wait: Option<EventType>,
+        /// Wait for an event of this type (or a user event, user.NAME), print it
+        /// and exit.
+        #[arg(long, value_name = "TYPE", value_parser = EventTypeParser)]
+        wait: Option<String>,
         /// How long to wait with --wait (a duration: 2.5, 500ms, 1m).
         #[arg(long, value_name = "DUR", default_value = "10")]
         timeout: Dur,
@@ -296,6 +297,8 @@ pub enum Command {
         #[arg(long, value_name = "DUR", default_value = "5")]
         grace: Dur,
     },
+    /// Append a user event, user.NAME, to a session's events (SPEC.md §9.9).
+    Emit(crate::commands::emit::EmitArgs),
     /// Print a shell completion script (ids and names complete too): see the README.
     Completions {
         /// The shell.
@@ -484,6 +487,40 @@ impl EventType {
             Self::Notification => kind::NOTIFICATION,
             Self::CursorVisible => kind::CURSOR_VISIBLE,
         }
+    }
+}
+
+/// Parses `events --wait`: an [`EventType`], or a user event type `user.NAME`
+/// (SPEC.md §9.9); `--help` lists the built-in types.
+#[derive(Debug, Clone, Copy)]
+pub struct EventTypeParser;
+
+impl TypedValueParser for EventTypeParser {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let text = value.to_string_lossy();
+        if text.starts_with(latch_registry::user_events::USER_PREFIX) {
+            return latch_registry::user_events::validate_type(&text)
+                .map(|()| text.into_owned())
+                .map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, e));
+        }
+        EnumValueParser::<EventType>::new()
+            .parse_ref(cmd, arg, value)
+            .map(|t| t.name().to_owned())
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            EventType::value_variants()
+                .iter()
+                .filter_map(ValueEnum::to_possible_value),
+        ))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Dispatch, and the helpers every command shares; one module per group of
 //! commands.
 
+pub(crate) mod emit;
 mod hosts;
 mod lifecycle;
 mod registry_ops;
@@ -206,7 +207,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                 all,
                 follow,
                 json,
-                wait.map(crate::cli::EventType::name),
+                wait.as_deref(),
                 timeout.0,
             )
         }
@@ -234,6 +235,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             lifecycle::gc(root, &opts, owner.as_deref(), json)
         }
         Command::Exec { command } => lifecycle::exec(&command),
+        Command::Emit(args) => emit::emit(root, &args, json),
         Command::Restart { target, grace } => lifecycle::restart(root, &target, grace.0, json),
     }
 }

@@ -21,6 +21,7 @@ pub mod screen;
 pub mod shell;
 pub mod spec;
 pub mod tail;
+pub mod user_events;
 
 // Entry points for the fuzz targets in fuzz/ (not a public API).
 #[cfg(feature = "fuzzing")]

@@ -297,6 +297,12 @@ pub enum Command {
         #[arg(long, value_name = "DUR", default_value = "5")]
         grace: Dur,
     },
+    /// Bring back sessions that vanished with a reboot: same id, a new incarnation,
+    /// the resume command (else the start command), the last screen shown first.
+    Resurrect(crate::commands::resurrect::ResurrectArgs),
+    /// What a session's processes use: CPU, memory, process count; its daemon's
+    /// memory, clients and output cursor (no signal is sent).
+    Stats(crate::commands::stats::StatsArgs),
     /// Append a user event, user.NAME, to a session's events (SPEC.md §9.9).
     Emit(crate::commands::emit::EmitArgs),
     /// Print a shell completion script (ids and names complete too): see the README.
@@ -325,7 +331,8 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum MetaOp {
-    /// Apply a JSON merge object from stdin: {"displayName"?: s|null, "tags"?: {k: s|null}}.
+    /// Apply a JSON merge object from stdin: {"displayName"?: s|null, "tags"?: {k: s|null},
+    /// "resumeCommand"?: [s, ...]|null}.
     Patch {
         /// The exact session id (names are not accepted).
         #[arg(long)]
@@ -387,6 +394,11 @@ pub struct NewArgs {
     /// (a project digest, say).
     #[arg(long, value_name = "OWNER")]
     pub owner: Option<String>,
+    /// The command `latch resurrect` runs when it brings the session back after a
+    /// reboot (run by `sh -c`; e.g. 'claude --continue'); changed only by `meta
+    /// patch --id`.
+    #[arg(long, value_name = "CMD")]
+    pub resume_cmd: Option<String>,
     /// The program and its arguments (default $SHELL).
     #[arg(last = true)]
     pub command: Vec<String>,

@@ -5,7 +5,9 @@ pub(crate) mod emit;
 mod hosts;
 mod lifecycle;
 mod registry_ops;
+pub(crate) mod resurrect;
 mod sessions;
+pub(crate) mod stats;
 mod turns;
 
 use std::path::{Path, PathBuf};
@@ -235,6 +237,8 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             lifecycle::gc(root, &opts, owner.as_deref(), json)
         }
         Command::Exec { command } => lifecycle::exec(&command),
+        Command::Resurrect(args) => resurrect::resurrect(root, &args, json),
+        Command::Stats(args) => stats::stats(root, &args, json),
         Command::Emit(args) => emit::emit(root, &args, json),
         Command::Restart { target, grace } => lifecycle::restart(root, &target, grace.0, json),
     }

@@ -290,7 +290,14 @@ pub fn ls_table(entries: &[Entry]) -> Table {
         t.row(match e {
             Entry::Session { record, status } => vec![
                 record.id.to_string(),
-                status_word(status),
+                match status {
+                    SessionStatus::Vanished
+                        if latch_registry::reboot::died_with_machine(record) =>
+                    {
+                        "vanished(reboot)".into()
+                    }
+                    _ => status_word(status),
+                },
                 age(record.created_at_ms),
                 record.display_name.clone().unwrap_or_else(|| "-".into()),
                 shell_join(&record.command),

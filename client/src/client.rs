@@ -73,6 +73,9 @@ impl std::fmt::Display for SessionStatus {
     }
 }
 
+/// The variables a stored environment keeps from the caller's (SPEC.md §9.3).
+pub const STORED_VARS: [&str; 4] = ["TERM", "PATH", "LANG", "HOME"];
+
 /// Ids a listing thread reads at least (fewer: one thread does it all).
 const LIST_PER_THREAD: usize = 128;
 
@@ -150,6 +153,24 @@ pub struct NewSession {
     /// Whether a lone bash, zsh or fish starts with latch's shell integration
     /// (SPEC.md §4.6); on by default.
     pub shell_integration: latch_registry::shell::Integration,
+    /// The command `latch resurrect` runs (SPEC.md §9.3); with it, the environment
+    /// is stored in the record too.
+    pub resume_command: Option<Vec<String>>,
+    /// `latch resurrect`: the predecessor, its screen, and the program's exact
+    /// environment (the stored one, never the caller's).
+    pub revive: Option<Revive>,
+}
+
+/// How `latch resurrect` brings a creation back (SPEC.md §9.3).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Revive {
+    /// The creation brought back.
+    pub previous_incarnation: Option<Incarnation>,
+    /// Its checkpointed screen, drawn first.
+    pub screen: Option<String>,
+    /// The program's whole environment.
+    pub env: BTreeMap<String, String>,
 }
 
 /// A handle on one registry.
@@ -277,7 +298,21 @@ impl Client {
         }
         env.entry("TERM".into())
             .or_insert_with(|| "xterm-256color".into());
+        // What a resume command needs again (SPEC.md §9.3): the overlay, with TERM,
+        // PATH, LANG and HOME as they were.
+        let mut stored: BTreeMap<String, String> = STORED_VARS
+            .iter()
+            .filter_map(|k| Some(((*k).to_owned(), env.get(*k)?.clone())))
+            .collect();
+        stored.extend(new.env.iter().cloned());
         env.extend(new.env);
+        let revived = new.revive.is_some();
+        let revive = new.revive.unwrap_or_default();
+        if revived {
+            // Never the caller's environment (SPEC.md §9.3).
+            env.clone_from(&revive.env);
+            stored.clone_from(&revive.env);
+        }
         let rows = if new.rows == 0 { 24 } else { new.rows };
         let cols = if new.cols == 0 { 80 } else { new.cols };
         latch_wire::limits::check_size(rows, cols)
@@ -295,6 +330,12 @@ impl Client {
             scrollback: latch_registry::spec::DEFAULT_SCROLLBACK,
             owner: new.owner,
             shell_integration: new.shell_integration,
+            revival: latch_registry::spec::Revival {
+                stored_env: new.resume_command.is_some().then_some(stored),
+                resume_command: new.resume_command,
+                previous_incarnation: revive.previous_incarnation,
+                initial_screen: revive.screen,
+            },
         };
         spawn_daemon(&self.registry, &self.daemon_program, &spec)
     }

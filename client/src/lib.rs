@@ -361,7 +361,10 @@ mod receipt;
 mod wait;
 pub use wait::{wait_bound, Condition, Waited, TEXT_WINDOW};
 
-pub use client::{derive_status, Client, Entry, KillOutcome, NewSession, SessionStatus, Target};
+pub use client::{
+    derive_status, Client, Entry, KillOutcome, NewSession, Revive, SessionStatus, Target,
+    STORED_VARS,
+};
 pub use conn::{
     AttachEvent, AttachReader, AttachWriter, Attached, Bound, Connection, DEFAULT_TIMEOUT,
 };

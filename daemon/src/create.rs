@@ -457,6 +457,9 @@ fn create_locked(
         // hand, added or stripped later no longer verifies.
         owner: spec.owner.clone(),
         owner_mac: Some(registry.owner_mac(id, &incarnation, spec.owner.as_ref())),
+        resume_command: spec.revival.resume_command.clone(),
+        previous_incarnation: spec.revival.previous_incarnation,
+        env: spec.revival.stored_env.clone(),
         extra: serde_json::Map::new(),
     };
 

@@ -42,6 +42,7 @@ macro_rules! log {
     };
 }
 
+mod checkpoint;
 mod conn;
 mod create;
 mod cursor;
@@ -152,6 +153,8 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     );
     // What creation touched and freed is not needed again.
     session::trim_memory();
+    // The screen kept against a reboot (SPEC.md §9.16).
+    tokio::task::spawn_local(checkpoint::run(session.clone(), root));
     serve::serve(session, listener, signals).await
 }
 

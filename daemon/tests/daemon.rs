@@ -46,6 +46,7 @@ fn spec(id: &str, command: &[&str]) -> CreateSpec {
     env.insert("TERM".to_owned(), "xterm".to_owned());
     env.insert("HOME".to_owned(), "/".to_owned());
     CreateSpec {
+        revival: Default::default(),
         id: SessionId::new(id).unwrap(),
         display_name: None,
         command: command.iter().map(|s| (*s).to_owned()).collect(),

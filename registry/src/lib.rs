@@ -9,18 +9,21 @@
 //! What it does not do: talk to daemons (that is `latch-client` and
 //! `latch-daemon`), or decide policy about what to kill or remove.
 
+pub mod checkpoint;
 pub mod error;
 pub mod events;
 pub mod file;
 pub mod key;
 pub mod lock;
 pub mod proc;
+pub mod reboot;
 pub mod record;
 pub mod root;
 pub mod screen;
 pub mod shell;
 pub mod spec;
 pub mod tail;
+pub mod usage;
 pub mod user_events;
 
 // Entry points for the fuzz targets in fuzz/ (not a public API).
@@ -322,10 +325,11 @@ impl Registry {
         Ok(())
     }
 
-    fn removable_paths(&self, id: &SessionId) -> [PathBuf; 4] {
+    fn removable_paths(&self, id: &SessionId) -> [PathBuf; 5] {
         [
             self.record_path(id),
             self.final_screen_path(id),
+            self.checkpoint_path(id),
             self.log_path(id),
             self.rotated_log_path(id),
         ]
@@ -501,6 +505,9 @@ mod tests {
             tty: None,
             owner: Some(a.clone()),
             owner_mac: Some(reg.owner_mac(&id, &inc, Some(&a))),
+            resume_command: None,
+            previous_incarnation: None,
+            env: None,
             extra: Default::default(),
         };
         reg.write_record(&lock, &rec).unwrap();

@@ -76,6 +76,18 @@ pub struct Record {
     /// it is degraded (SPEC.md §9.3); it is optional here only to report that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_mac: Option<String>,
+    /// What `latch resurrect` runs instead of `command` (SPEC.md §9.3, record
+    /// version 2): set by `new --resume-cmd`, changed only by `meta patch --id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_command: Option<Vec<String>>,
+    /// The creation this one brought back (`latch resurrect`, SPEC.md §9.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_incarnation: Option<Incarnation>,
+    /// The program's environment as `restart` and `resurrect` give it again: the
+    /// creation's `--env` overlay with TERM, PATH, LANG and HOME as they were,
+    /// stored only when a resume command needs it (SPEC.md §9.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
     /// Fields written by another build, preserved on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -230,6 +242,9 @@ mod tests {
             tty: None,
             owner: None,
             owner_mac: None,
+            resume_command: None,
+            previous_incarnation: None,
+            env: None,
             extra: serde_json::Map::new(),
         }
     }

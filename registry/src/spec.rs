@@ -47,6 +47,29 @@ pub struct CreateSpec {
     /// Whether a lone shell is started with latch's integration (SPEC.md §4.6).
     #[serde(default)]
     pub shell_integration: crate::shell::Integration,
+    /// The record's `resumeCommand`, `previousIncarnation` and `env`, and the
+    /// screen shown first (`latch resurrect`, SPEC.md §9.3).
+    #[serde(default, flatten)]
+    pub revival: Revival,
+}
+
+/// What a creation carries for `latch resurrect` (SPEC.md §9.3).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Revival {
+    /// The record's `resumeCommand`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_command: Option<Vec<String>>,
+    /// The record's `previousIncarnation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_incarnation: Option<Incarnation>,
+    /// The record's `env`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_env: Option<BTreeMap<String, String>>,
+    /// The predecessor's checkpointed screen (`peek --ansi` text), drawn before
+    /// the program starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_screen: Option<String>,
 }
 
 /// The one JSON line a daemon writes to its readiness pipe.

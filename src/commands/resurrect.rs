@@ -133,9 +133,14 @@ fn revive(client: &Client, record: &Record) -> Result<latch_client::Created, Cli
             record.cwd
         )));
     }
-    let screen = client.registry().read_checkpoint(id, &inc)?.map(|c| c.ansi);
+    let checkpoint = client.registry().read_checkpoint(id, &inc)?;
     client.remove(&SessionRef::new(id.clone(), inc), RemoveMode::ExitedOnly)?;
     let mut new = NewSession::default();
+    // The size the screen was kept at, so it is drawn as it was.
+    if let Some(cp) = &checkpoint {
+        (new.rows, new.cols) = (cp.rows, cp.cols);
+    }
+    let screen = checkpoint.map(|c| c.ansi);
     new.id = Some(id.clone());
     new.name.clone_from(&record.display_name);
     new.command = program(record);

@@ -272,3 +272,43 @@ fn the_systemd_unit_verifies() {
     };
     assert!(out.status.success(), "{out:?}");
 }
+
+/// `latch restart` carries the resume command and the stored environment, never
+/// the caller's.
+#[test]
+fn restart_keeps_the_resume_command_and_the_stored_environment() {
+    let reg = Reg::new();
+    reg.run(&[
+        "new",
+        "-d",
+        "--id",
+        "r",
+        "--env",
+        "KEPT=k1",
+        "--resume-cmd",
+        "exec cat",
+        "--",
+        "sh",
+        "-c",
+        "echo \"KEPT=$KEPT CALLER=[$CALLER_ONLY]\"; exec cat",
+    ])
+    .ok();
+    reg.wait_for("r", "KEPT=k1 CALLER=[]");
+    let r = Run::from(
+        reg.cmd()
+            .env("CALLER_ONLY", "leaked")
+            .args(["restart", "r"])
+            .output()
+            .unwrap(),
+    );
+    r.ok();
+    let screen = reg.wait_for("r", "KEPT=k1");
+    assert!(screen.contains("CALLER=[]"), "{screen}");
+    let rec = reg.record("r");
+    assert_eq!(
+        rec["resumeCommand"],
+        serde_json::json!(["sh", "-c", "exec cat"])
+    );
+    assert_eq!(rec["env"]["KEPT"], "k1");
+    reg.run(&["kill", "r", "--wait"]).ok();
+}

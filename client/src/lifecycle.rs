@@ -510,6 +510,13 @@ impl Client {
             // The owner belongs to the session, not to one incarnation: restart keeps
             // it (read from the verified record) and binds it to the new creation.
             owner: record.owner.clone(),
+            // The resume command, and the environment stored with it (never the
+            // caller's), carry over (SPEC.md §9.3).
+            resume_command: record.resume_command.clone(),
+            revive: record.env.clone().map(|env| crate::client::Revive {
+                env,
+                ..Default::default()
+            }),
             ..NewSession::default()
         })
     }

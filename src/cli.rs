@@ -244,9 +244,10 @@ pub enum Command {
         /// Keep printing new events.
         #[arg(long)]
         follow: bool,
-        /// Wait for an event of this type, print it and exit.
-        #[arg(long, value_name = "TYPE", value_enum)]
-        wait: Option<EventType>,
+        /// Wait for an event of this type (or a user event, user.NAME), print it
+        /// and exit.
+        #[arg(long, value_name = "TYPE", value_parser = EventTypeParser)]
+        wait: Option<String>,
         /// How long to wait with --wait (a duration: 2.5, 500ms, 1m).
         #[arg(long, value_name = "DUR", default_value = "10")]
         timeout: Dur,
@@ -300,6 +301,14 @@ pub enum Command {
     Up(crate::commands::up::UpArgs),
     /// Kill and remove the sessions `up` created from a file (SPEC.md §9.17).
     Down(crate::commands::up::DownArgs),
+    /// Bring back sessions that vanished with a reboot: same id, a new incarnation,
+    /// the resume command (else the start command), the last screen shown first.
+    Resurrect(crate::commands::resurrect::ResurrectArgs),
+    /// What a session's processes use: CPU, memory, process count; its daemon's
+    /// memory, clients and output cursor (no signal is sent).
+    Stats(crate::commands::stats::StatsArgs),
+    /// Append a user event, user.NAME, to a session's events (SPEC.md §9.9).
+    Emit(crate::commands::emit::EmitArgs),
     /// Print a shell completion script (ids and names complete too): see the README.
     Completions {
         /// The shell.
@@ -326,7 +335,8 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum MetaOp {
-    /// Apply a JSON merge object from stdin: {"displayName"?: s|null, "tags"?: {k: s|null}}.
+    /// Apply a JSON merge object from stdin: {"displayName"?: s|null, "tags"?: {k: s|null},
+    /// "resumeCommand"?: [s, ...]|null}.
     Patch {
         /// The exact session id (names are not accepted).
         #[arg(long)]
@@ -391,6 +401,11 @@ pub struct NewArgs {
     /// Restart policy, parent, --rm (SPEC.md §9.16).
     #[command(flatten)]
     pub supervise: crate::commands::supervise::SuperviseArgs,
+    /// The command `latch resurrect` runs when it brings the session back after a
+    /// reboot (run by `sh -c`; e.g. 'claude --continue'); changed only by `meta
+    /// patch --id`.
+    #[arg(long, value_name = "CMD")]
+    pub resume_cmd: Option<String>,
     /// The program and its arguments (default $SHELL).
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -497,6 +512,40 @@ impl EventType {
             Self::SessionRespawn => kind::SESSION_RESPAWN,
             Self::SessionFlapping => kind::SESSION_FLAPPING,
         }
+    }
+}
+
+/// Parses `events --wait`: an [`EventType`], or a user event type `user.NAME`
+/// (SPEC.md §9.9); `--help` lists the built-in types.
+#[derive(Debug, Clone, Copy)]
+pub struct EventTypeParser;
+
+impl TypedValueParser for EventTypeParser {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let text = value.to_string_lossy();
+        if text.starts_with(latch_registry::user_events::USER_PREFIX) {
+            return latch_registry::user_events::validate_type(&text)
+                .map(|()| text.into_owned())
+                .map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, e));
+        }
+        EnumValueParser::<EventType>::new()
+            .parse_ref(cmd, arg, value)
+            .map(|t| t.name().to_owned())
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            EventType::value_variants()
+                .iter()
+                .filter_map(ValueEnum::to_possible_value),
+        ))
     }
 }
 

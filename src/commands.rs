@@ -1,10 +1,13 @@
 //! Dispatch, and the helpers every command shares; one module per group of
 //! commands.
 
+pub(crate) mod emit;
 mod hosts;
 mod lifecycle;
 mod registry_ops;
+pub(crate) mod resurrect;
 mod sessions;
+pub(crate) mod stats;
 pub(crate) mod supervise;
 mod turns;
 pub(crate) mod up;
@@ -208,7 +211,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                 all,
                 follow,
                 json,
-                wait.map(crate::cli::EventType::name),
+                wait.as_deref(),
                 timeout.0,
             )
         }
@@ -236,6 +239,9 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             lifecycle::gc(root, &opts, owner.as_deref(), json)
         }
         Command::Exec { command } => lifecycle::exec(&command),
+        Command::Resurrect(args) => resurrect::resurrect(root, &args, json),
+        Command::Stats(args) => stats::stats(root, &args, json),
+        Command::Emit(args) => emit::emit(root, &args, json),
         Command::Restart { target, grace } => lifecycle::restart(root, &target, grace.0, json),
         Command::Up(args) => up::up(root, &args, json),
         Command::Down(args) => up::down(root, &args, json),

@@ -28,6 +28,12 @@ pub struct SessionJson {
     pub owner: Option<Owner>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
+    /// `ls --json` only, for a running session: its process count and CPU time
+    /// (`latch stats`' cheap subset, SPEC §10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
 }
 
 impl SessionJson {
@@ -58,6 +64,8 @@ impl SessionJson {
                     .1
                     .map(|r| r.as_str().to_owned()),
             },
+            processes: None,
+            cpu_ms: None,
         }
     }
 }
@@ -478,6 +486,8 @@ mod tests {
             legacy_policy: "observe",
             owner: None,
             status_reason: reason.map(str::to_owned),
+            processes: reason.map(|_| 2),
+            cpu_ms: reason.map(|_| 10),
         }
     }
 
@@ -543,7 +553,12 @@ mod tests {
         };
         check(&shapes, "restarted", v(&restarted), v(&restarted));
         let status = |with: bool| StatusJson {
-            session: session(with.then_some("why")),
+            // `ls --json` alone carries `processes` and `cpuMs`.
+            session: SessionJson {
+                processes: None,
+                cpu_ms: None,
+                ..session(with.then_some("why"))
+            },
             daemon: with.then(daemon),
             hint: with.then(|| "latch rm a".into()),
             output_cursor: with.then_some(7),
@@ -624,7 +639,44 @@ mod tests {
             detail: full.then(|| "d".into()),
         };
         check(&shapes, "up report", v(&up(true)), v(&up(false)));
-        assert_eq!(shapes.len(), 19, "a shape in SPEC §10 without a type here");
+        let stats = |with: bool| crate::commands::stats::StatsJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            status: "running",
+            processes: 1,
+            cpu_ms: with.then_some(1),
+            rss_bytes: None,
+            pss_bytes: None,
+            daemon: with.then_some(crate::commands::stats::DaemonUsageJson {
+                pid: 1,
+                rss_bytes: 2,
+                pss_bytes: None,
+            }),
+            writers: None,
+            readers: None,
+            output_cursor: None,
+            last_output_at: None,
+        };
+        check(&shapes, "stats", v(&stats(true)), v(&stats(false)));
+        let du = crate::commands::stats::DaemonUsageJson {
+            pid: 1,
+            rss_bytes: 2,
+            pss_bytes: Some(3),
+        };
+        check(&shapes, "daemon usage", v(&du), v(&du));
+        let res = |with: bool| crate::commands::resurrect::ResurrectedJson {
+            id: "a".into(),
+            previous_incarnation: "v1.x".into(),
+            incarnation: None,
+            command: vec!["sh".into()],
+            cwd: "/".into(),
+            owner: None,
+            screen: true,
+            outcome: "failed",
+            error: with.then(|| "e".into()),
+        };
+        check(&shapes, "resurrected", v(&res(true)), v(&res(false)));
+        assert_eq!(shapes.len(), 22, "a shape in SPEC §10 without a type here");
     }
 
     fn shell() -> ShellJson {

@@ -163,6 +163,12 @@ pub struct NewSession {
     /// The creation this one replaces (a restart), recorded as
     /// `previousIncarnation`.
     pub previous: Option<Incarnation>,
+    /// The command `latch resurrect` runs (SPEC.md §9.3); with it, the environment
+    /// is kept in the record too.
+    pub resume_command: Option<Vec<String>>,
+    /// `latch resurrect`: the predecessor's checkpointed screen, drawn before the
+    /// program starts.
+    pub initial_screen: Option<String>,
 }
 
 /// A handle on one registry.
@@ -299,6 +305,9 @@ impl Client {
             ephemeral: new.ephemeral,
             env: &new.env,
             previous: new.previous,
+            resume_command: new.resume_command,
+            initial_screen: new.initial_screen,
+            base_env: new.base_env.as_ref(),
         };
         let supervision = crate::supervise::spec_of(ask, &env)?;
         env.extend(new.env);

@@ -25,6 +25,9 @@ pub struct MetaPatch {
     pub display_name: Option<Option<String>>,
     /// Tag updates; `None` deletes the key.
     pub tags: BTreeMap<String, Option<String>>,
+    /// New resume command, or deletion (SPEC.md §9.3). Only `meta patch --id`
+    /// sets it: never a tag, a name or a default.
+    pub resume_command: Option<Option<Vec<String>>>,
 }
 
 /// Checks a tag key and value.
@@ -85,15 +88,16 @@ impl MetaPatch {
                         patch.tags.insert(tk, tv);
                     }
                 }
+                "resumeCommand" => patch.resume_command = Some(parse_resume(v)?),
                 "owner" | "ownerMac" => {
                     return Err(usage(format!(
                         "{k:?} is set at creation and can never be changed (SPEC.md §2.4); \
-                         a patch may only hold displayName and tags"
+                         a patch may only hold displayName, tags and resumeCommand"
                     )))
                 }
                 other => {
                     return Err(usage(format!(
-                        "patch may only hold displayName and tags, not {other:?}"
+                        "patch may only hold displayName, tags and resumeCommand, not {other:?}"
                     )))
                 }
             }
@@ -116,6 +120,18 @@ impl MetaPatch {
                 record.display_name.clone_from(name);
             }
         }
+        if let Some(cmd) = &self.resume_command {
+            if &record.resume_command != cmd {
+                changes.insert(
+                    "resumeCommand".into(),
+                    Change {
+                        old: json!(record.resume_command),
+                        new: json!(cmd),
+                    },
+                );
+                record.resume_command.clone_from(cmd);
+            }
+        }
         for (k, v) in &self.tags {
             let old = record.tags.get(k).cloned();
             if &old != v {
@@ -133,6 +149,28 @@ impl MetaPatch {
             }
         }
         changes
+    }
+}
+
+/// `resumeCommand` of a patch: null, or a non-empty array of strings without NUL
+/// (an argument `exec` can pass).
+fn parse_resume(v: Value) -> Result<Option<Vec<String>>, ClientError> {
+    let bad = || {
+        ClientError::Usage(
+            "resumeCommand must be null or a non-empty array of strings without NUL".into(),
+        )
+    };
+    match v {
+        Value::Null => Ok(None),
+        Value::Array(items) if !items.is_empty() => items
+            .into_iter()
+            .map(|i| match i {
+                Value::String(s) if !s.contains('\0') => Ok(s),
+                _ => Err(bad()),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        _ => Err(bad()),
     }
 }
 

@@ -17,13 +17,18 @@ use crate::error::{ClientError, UnreachableCause};
 pub const KEPT_ENV: [&str; 4] = ["TERM", "PATH", "LANG", "HOME"];
 
 /// The parts of a [`NewSession`] supervision reads.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Ask<'a> {
     pub restart: Option<latch_registry::supervision::RestartPolicy>,
     pub parent: Option<&'a Parent>,
     pub ephemeral: bool,
     pub env: &'a [(String, String)],
     pub previous: Option<latch_wire::Incarnation>,
+    pub resume_command: Option<Vec<String>>,
+    pub initial_screen: Option<String>,
+    /// The environment given instead of the caller's (a restart's or a
+    /// resurrection's, as the record kept it).
+    pub base_env: Option<&'a BTreeMap<String, String>>,
 }
 
 /// What `new` asks of the daemon's supervision; `env` is the program's whole
@@ -38,11 +43,18 @@ pub(crate) fn spec_of(
                 .into(),
         ));
     }
-    let record_env = new.restart.is_some().then(|| {
-        let mut kept: BTreeMap<String, String> = KEPT_ENV
-            .iter()
-            .filter_map(|k| Some(((*k).to_owned(), env.get(*k)?.clone())))
-            .collect();
+    // Kept only when a restart policy or a resume command needs it (SPEC.md §9.16);
+    // a kept environment given back (a restart, a resurrection) is kept whole, so
+    // the overlay survives every later restart too.
+    let keep = new.restart.is_some() || new.resume_command.is_some();
+    let record_env = keep.then(|| {
+        let mut kept: BTreeMap<String, String> = match new.base_env {
+            Some(base) => base.clone(),
+            None => KEPT_ENV
+                .iter()
+                .filter_map(|k| Some(((*k).to_owned(), env.get(*k)?.clone())))
+                .collect(),
+        };
         kept.extend(new.env.iter().cloned());
         kept
     });
@@ -52,12 +64,15 @@ pub(crate) fn spec_of(
         ephemeral: new.ephemeral,
         record_env,
         previous_incarnation: new.previous,
+        resume_command: new.resume_command,
+        initial_screen: new.initial_screen,
     })
 }
 
 /// The status a record shows (`ls`, `status`) and its reason: while its daemon
 /// waits to restart the program, `running` with `restarting`; after the restarts
-/// ran out, `exited` with `flapping`; after its parent ended, `parent-ended`.
+/// ran out, `exited` with `flapping`; after its parent ended, `parent-ended`;
+/// after its machine restarted under it, `vanished` with `reboot`.
 pub fn shown_status(
     record: &Record,
     status: &SessionStatus,
@@ -73,6 +88,9 @@ pub fn shown_status(
             }
         }
         (SessionStatus::Exited { .. }, Some(_)) => (status.name(), reason),
+        (SessionStatus::Vanished, _) if latch_registry::reboot::died_with_machine(record) => {
+            (status.name(), Some(StatusReason::Reboot))
+        }
         _ => (status.name(), None),
     }
 }
@@ -141,6 +159,9 @@ pub(crate) fn restart_of(record: &Record) -> NewSession {
         parent: record.parent.clone(),
         base_env: record.env.clone(),
         previous: Some(record.incarnation),
+        // The resume command carries over with the environment kept for it
+        // (SPEC.md §9.3).
+        resume_command: record.resume_command.clone(),
         ..NewSession::default()
     }
 }

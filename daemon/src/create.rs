@@ -572,6 +572,7 @@ fn new_record(
         kill_requested_at_ms: None,
         status_reason: None,
         env: spec.supervision.record_env.clone(),
+        resume_command: spec.supervision.resume_command.clone(),
         // What other builds wrote stays with the session across a respawn.
         extra: previous.map(|(p, _)| p.extra.clone()).unwrap_or_default(),
     })

@@ -42,6 +42,7 @@ macro_rules! log {
     };
 }
 
+mod checkpoint;
 mod conn;
 mod create;
 mod cursor;

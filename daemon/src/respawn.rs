@@ -140,7 +140,11 @@ pub(crate) async fn supervise(
     let mut spec = spec;
     loop {
         let own = session.own.clone();
+        // The screen kept against a reboot (SPEC.md §9.18), one task per creation.
+        let checkpoints =
+            tokio::task::spawn_local(crate::checkpoint::run(session.clone(), root.to_path_buf()));
         let code = serve::serve(session, listener, &mut signals, &sup).await;
+        checkpoints.abort();
         let delay = match sup.next.get() {
             Next::End => {
                 if sup.ephemeral {
@@ -306,6 +310,9 @@ fn respawn_spec(spec: &CreateSpec, rec: &Record) -> CreateSpec {
     next.supervision.parent = rec.parent.clone();
     next.supervision.record_env = rec.env.clone();
     next.supervision.previous_incarnation = None;
+    next.supervision.resume_command = rec.resume_command.clone();
+    // The screen a resurrection drew first is not drawn again.
+    next.supervision.initial_screen = None;
     next
 }
 

@@ -112,6 +112,8 @@ pub(crate) struct Session {
     event_buckets: RefCell<HashMap<&'static str, Bucket>>,
     /// The output cursor, the ring and the shell's marks (SPEC §4.6, §8).
     log: RefCell<OutputLog>,
+    /// Wakes the checkpoint task: the program wrote (SPEC §9.18).
+    pub output_seen: Notify,
 }
 
 /// A token bucket: `EVENT_BURST` events of one type at once, then one per
@@ -164,7 +166,11 @@ impl Session {
             answers_dropping: Cell::new(false),
             event_buckets: RefCell::new(HashMap::new()),
             log: RefCell::new(OutputLog::default()),
+            output_seen: Notify::new(),
         };
+        if let Some(screen) = &spec.supervision.initial_screen {
+            crate::checkpoint::draw(&mut session.term.borrow_mut(), screen);
+        }
         (session, created.listener)
     }
 
@@ -274,6 +280,26 @@ impl Session {
         self.log.borrow_mut().push(data, latch_registry::now_ms());
         self.term.borrow_mut().push(data);
         self.settle();
+        self.output_seen.notify_one();
+    }
+
+    /// The output cursor (SPEC §4.7).
+    pub fn output_cursor(&self) -> u64 {
+        self.log.borrow().facts().output_cursor
+    }
+
+    /// The visible screen as `peek --ansi` and `--plain` show it, at most `max`
+    /// bytes each, and the terminal's size (SPEC §9.18).
+    pub fn visible_screen(&self, max: usize) -> (String, String, (u16, u16)) {
+        let captured = {
+            let mut term = self.term.borrow_mut();
+            (
+                screen::capture(&mut term, false, false, max),
+                screen::capture(&mut term, true, false, max),
+            )
+        };
+        self.settle();
+        (captured.0, captured.1, self.size.get())
     }
 
     /// Whether output is queued for the emulator (or memory it can free).

@@ -473,8 +473,18 @@ impl Registry {
                 io::Error::other(format!("lock is for {}, event is for {}", lock.id(), ev.id)),
             ));
         }
+        self.append_line_unsynced(lock, event_line(ev)?)
+    }
+
+    /// Appends one whole line (its newline included, at most
+    /// [`EVENT_LINE_MAX_BYTES`]) to the lock's events file, as
+    /// [`Registry::append_event_unsynced`] does (SPEC §9.9).
+    pub(crate) fn append_line_unsynced(
+        &self,
+        lock: &SessionLock,
+        line: Vec<u8>,
+    ) -> Result<PendingSync, RegistryError> {
         let path = self.events_path(lock.id());
-        let line = event_line(ev)?;
         // Opened first, non-blocking and no-follow: a FIFO or symlink planted here
         // is refused at once, never waited on under the lock (SPEC §9.1).
         let mut f = open_append(&path, 0o600).map_err(append_error)?;

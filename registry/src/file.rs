@@ -29,6 +29,8 @@ pub enum FileKind {
     Events,
     /// `<id>.screen`.
     FinalScreen,
+    /// `<id>.checkpoint`.
+    Checkpoint,
 }
 
 /// The most read from a record (SPEC §9.14).
@@ -49,6 +51,7 @@ impl FileKind {
             Self::Key => crate::key::KEY_LEN as u64,
             Self::Events => crate::events::EVENTS_READ_MAX_BYTES,
             Self::FinalScreen => crate::screen::FINAL_SCREEN_MAX_BYTES,
+            Self::Checkpoint => crate::checkpoint::CHECKPOINT_MAX_BYTES,
         }
     }
 
@@ -61,6 +64,7 @@ impl FileKind {
             Self::Key => "registry key",
             Self::Events => "events file",
             Self::FinalScreen => "final screen",
+            Self::Checkpoint => "checkpoint",
         }
     }
 }

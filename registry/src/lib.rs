@@ -9,12 +9,14 @@
 //! What it does not do: talk to daemons (that is `latch-client` and
 //! `latch-daemon`), or decide policy about what to kill or remove.
 
+pub mod checkpoint;
 pub mod error;
 pub mod events;
 pub mod file;
 pub mod key;
 pub mod lock;
 pub mod proc;
+pub mod reboot;
 pub mod record;
 pub mod root;
 pub mod screen;
@@ -22,6 +24,8 @@ pub mod shell;
 pub mod spec;
 pub mod supervision;
 pub mod tail;
+pub mod usage;
+pub mod user_events;
 
 // Entry points for the fuzz targets in fuzz/ (not a public API).
 #[cfg(feature = "fuzzing")]
@@ -325,10 +329,11 @@ impl Registry {
         Ok(())
     }
 
-    fn removable_paths(&self, id: &SessionId) -> [PathBuf; 4] {
+    fn removable_paths(&self, id: &SessionId) -> [PathBuf; 5] {
         [
             self.record_path(id),
             self.final_screen_path(id),
+            self.checkpoint_path(id),
             self.log_path(id),
             self.rotated_log_path(id),
         ]
@@ -509,6 +514,7 @@ mod tests {
             parent: None,
             kill_requested_at_ms: None,
             status_reason: None,
+            resume_command: None,
             env: None,
             extra: Default::default(),
         };

@@ -280,6 +280,15 @@ pub fn boot_id() -> io::Result<String> {
     if let Some(id) = BOOT_ID.get() {
         return Ok(id.clone());
     }
+    // Tests fake a reboot through this hook, compiled into debug builds only: a
+    // release build never reads it (SPEC §9.5).
+    #[cfg(debug_assertions)]
+    if let Some(id) = std::env::var("LATCH_TEST_BOOT_ID")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        return Ok(BOOT_ID.get_or_init(|| id).clone());
+    }
     let id = fs::read_to_string("/proc/sys/kernel/random/boot_id")?
         .trim()
         .to_owned();

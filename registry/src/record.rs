@@ -92,9 +92,13 @@ pub struct Record {
     /// Version 2: why the session is in its status (`restarting`, `flapping`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<crate::supervision::StatusReason>,
-    /// Version 2: the program's environment for a restart: the creation's `--env`
-    /// overlay with TERM, PATH, LANG and HOME as they were, kept only when a
-    /// restart policy needs it.
+    /// Version 2: what `latch resurrect` runs instead of `command`: set by
+    /// `new --resume-cmd`, changed only by `meta patch --id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_command: Option<Vec<String>>,
+    /// Version 2: the program's environment for a restart, a respawn or a
+    /// resurrection: the creation's `--env` overlay with TERM, PATH, LANG and HOME
+    /// as they were, kept only when a restart policy or a resume command needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<BTreeMap<String, String>>,
     /// Fields written by another build, preserved on rewrite.
@@ -111,7 +115,8 @@ impl Record {
             || self.parent.is_some()
             || self.kill_requested_at_ms.is_some()
             || self.status_reason.is_some()
-            || self.env.is_some();
+            || self.env.is_some()
+            || self.resume_command.is_some();
         if v2 {
             RECORD_VERSION
         } else {
@@ -274,6 +279,7 @@ mod tests {
             parent: None,
             kill_requested_at_ms: None,
             status_reason: None,
+            resume_command: None,
             env: None,
             extra: serde_json::Map::new(),
         }

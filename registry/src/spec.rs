@@ -47,8 +47,8 @@ pub struct CreateSpec {
     /// Whether a lone shell is started with latch's integration (SPEC.md §4.6).
     #[serde(default)]
     pub shell_integration: crate::shell::Integration,
-    /// Supervision (SPEC.md §9.16): the restart policy, the parent, `--rm`, and the
-    /// environment the record keeps for a restart.
+    /// Supervision (SPEC.md §9.16): the restart policy, the parent, `--rm`, the
+    /// environment the record keeps, and what `latch resurrect` carries.
     #[serde(default, flatten)]
     pub supervision: Supervision,
 }
@@ -69,9 +69,17 @@ pub struct Supervision {
     /// The environment the record keeps (`Record::env`), when a restart needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_env: Option<BTreeMap<String, String>>,
-    /// The creation this one replaces (`latch restart`), recorded.
+    /// The creation this one replaces (`latch restart`, a respawn, `latch
+    /// resurrect`), recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_incarnation: Option<Incarnation>,
+    /// The record's `resumeCommand` (`latch resurrect`, SPEC.md §9.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_command: Option<Vec<String>>,
+    /// The predecessor's checkpointed screen (`peek --ansi` text), drawn before
+    /// the program starts (`latch resurrect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_screen: Option<String>,
 }
 
 /// The one JSON line a daemon writes to its readiness pipe.

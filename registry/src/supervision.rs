@@ -125,6 +125,9 @@ pub enum StatusReason {
     Flapping,
     /// The parent ended, and the session was hung up.
     ParentEnded,
+    /// The daemon died with its machine (SPEC.md §9.7): derived from the boot id
+    /// when a record is shown, never recorded.
+    Reboot,
     /// A reason a newer build wrote.
     #[serde(other)]
     Other,
@@ -137,6 +140,7 @@ impl StatusReason {
             Self::Restarting => "restarting",
             Self::Flapping => "flapping",
             Self::ParentEnded => "parent-ended",
+            Self::Reboot => crate::reboot::REBOOT,
             Self::Other => "other",
         }
     }

@@ -23,6 +23,8 @@ pub(crate) fn ls(
     let owner = parse_owner(owner)?;
     let want_tags = parse_kv(tags, "--tag")?;
     let client = open(root)?;
+    // `ls --json`'s cheap subset (SPEC §10): one pass over /proc, beside the listing.
+    let scan = json.then(|| std::thread::spawn(latch_registry::usage::scan_sessions));
     let listed = match &owner {
         Some(o) => client.list_owned(o)?,
         None => client.list()?,
@@ -40,7 +42,9 @@ pub(crate) fn ls(
         })
         .collect();
     if json {
-        let arr: Vec<EntryJson> = entries.iter().map(EntryJson::from).collect();
+        let mut arr: Vec<EntryJson> = entries.iter().map(EntryJson::from).collect();
+        let scan = scan.and_then(|s| s.join().ok()).unwrap_or_default();
+        super::stats::ls_subset(&scan, &entries, &mut arr);
         shapes::print(&arr)?;
     } else if entries.is_empty() {
         if status.is_some() || !want_tags.is_empty() || owner.is_some() {
@@ -159,6 +163,14 @@ pub(crate) fn print_status(
             signal: e.signal,
         }
         .to_string(),
+        None if *derived == SessionStatus::Vanished
+            && latch_registry::reboot::died_with_machine(r) =>
+        {
+            format!(
+                "vanished (reboot: its machine restarted since; `latch resurrect {}` brings it back)",
+                r.id
+            )
+        }
         None => derived.to_string(),
     };
     // Values are escaped for a terminal (SPEC §10): a command, a name or a cwd may

@@ -202,6 +202,7 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
     new.cols = cols;
     new.legacy_policy = legacy_policy;
     new.owner = owner;
+    new.resume_command = super::resurrect::resume_argv(args.resume_cmd.as_deref())?;
     new.shell_integration = shell_integration(&client, args.no_shell_integration)?;
     super::supervise::apply(&args.supervise, &client, &mut new)?;
     // -A: join the running session, else create it. Two racing calls both find

@@ -176,8 +176,8 @@ fn declared(id: &SessionId, d: Declared, base: &Path, owner: &Owner) -> Result<N
     if d.command.is_empty() {
         return Err("command is empty".into());
     }
-    if d.resume_command.is_some() {
-        return Err("resumeCommand needs a latch with `resurrect`; this build has none".into());
+    if d.resume_command.as_ref().is_some_and(Vec::is_empty) {
+        return Err("resumeCommand is empty".into());
     }
     for (k, v) in &d.tags {
         latch_client::validate_tag(k, Some(v)).map_err(|e| e.to_string())?;
@@ -191,6 +191,8 @@ fn declared(id: &SessionId, d: Declared, base: &Path, owner: &Owner) -> Result<N
     let mut new = NewSession::default();
     new.id = Some(id.clone());
     new.command = d.command;
+    // What `latch resurrect` runs after a reboot (SPEC.md §9.18), as the file says.
+    new.resume_command = d.resume_command;
     new.cwd = Some(match d.cwd {
         Some(c) => base.join(c),
         None => base.to_path_buf(),

@@ -1,0 +1,235 @@
+//! Resource figures of a session's processes, read from `/proc` only (SPEC.md
+//! §10, `latch stats`). Nothing here signals anything.
+//!
+//! A session's processes are its program and every process whose terminal session
+//! is the program's (the program is its session leader, §5.6), found as `kill`
+//! finds them ([`crate::proc::session_members`]). A process that left the terminal
+//! session (`setsid`, a daemonising double fork) is not counted.
+
+use std::collections::HashMap;
+use std::fs;
+
+use crate::proc::PidFd;
+
+/// What one process uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcUsage {
+    /// CPU time (user + system) of the process and of the children it reaped, ms.
+    pub cpu_ms: u64,
+    /// Resident set size, bytes.
+    pub rss_bytes: u64,
+    /// Proportional set size, bytes (`smaps_rollup`); `None` when unreadable.
+    pub pss_bytes: Option<u64>,
+}
+
+/// What a session's processes use together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionUsage {
+    /// How many processes.
+    pub processes: u32,
+    /// Their CPU time, ms ([`ProcUsage::cpu_ms`]).
+    pub cpu_ms: u64,
+    /// Their resident set sizes, summed, bytes.
+    pub rss_bytes: u64,
+    /// Their proportional set sizes, summed, bytes (`None`: one was unreadable).
+    pub pss_bytes: Option<u64>,
+}
+
+impl SessionUsage {
+    fn add(&mut self, p: ProcUsage) {
+        self.processes = self.processes.saturating_add(1);
+        self.cpu_ms = self.cpu_ms.saturating_add(p.cpu_ms);
+        self.rss_bytes = self.rss_bytes.saturating_add(p.rss_bytes);
+        self.pss_bytes = match (self.pss_bytes, p.pss_bytes) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            _ => None,
+        };
+    }
+}
+
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf takes no pointers.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(t).ok().filter(|&t| t > 0).unwrap_or(100)
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf takes no pointers.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
+/// The fields of a `/proc/PID/stat` line after the command name: index 0 is
+/// field 3.
+fn fields(stat: &str) -> Option<Vec<&str>> {
+    let after = stat.get(stat.rfind(')')? + 1..)?;
+    Some(after.split_whitespace().collect())
+}
+
+/// CPU ms (fields 14 to 17: utime, stime, cutime, cstime) and RSS bytes (field
+/// 24) of a `/proc/PID/stat` line.
+pub fn parse_cpu_rss(stat: &str) -> Option<(u64, u64)> {
+    let f = fields(stat)?;
+    let num = |field: usize| f.get(field - 3)?.parse::<u64>().ok();
+    let ticks = num(14)? + num(15)? + num(16)? + num(17)?;
+    let ms = ticks.saturating_mul(1000) / clock_ticks();
+    Some((ms, num(24)?.saturating_mul(page_size())))
+}
+
+/// `Pss:` of a `smaps_rollup` text, bytes.
+pub fn parse_pss(rollup: &str) -> Option<u64> {
+    let line = rollup.lines().find(|l| l.starts_with("Pss:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
+/// One process's usage, read while `fd` pins it: the figures count only when the
+/// process is still alive after they were read (a pid is never reused before
+/// its process is gone).
+pub fn proc_usage(fd: &PidFd, with_pss: bool) -> Option<ProcUsage> {
+    let pid = fd.pid();
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (cpu_ms, rss_bytes) = parse_cpu_rss(&stat)?;
+    let pss_bytes = if with_pss {
+        fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+            .ok()
+            .and_then(|r| parse_pss(&r))
+    } else {
+        None
+    };
+    fd.is_alive().then_some(ProcUsage {
+        cpu_ms,
+        rss_bytes,
+        pss_bytes,
+    })
+}
+
+/// The usage of the terminal session whose leader is `program` (proven by the
+/// caller, [`crate::proc::prove`]): the program and its session's members, each
+/// pinned by a pidfd. `None` when the program ended during the scan (its pid may
+/// then name another session).
+pub fn session_usage(program: &PidFd) -> Option<SessionUsage> {
+    let members = crate::proc::session_members(program.pid());
+    let mut total = SessionUsage {
+        pss_bytes: Some(0),
+        ..SessionUsage::default()
+    };
+    for fd in std::iter::once(program).chain(members.iter()) {
+        if let Some(u) = proc_usage(fd, true) {
+            total.add(u);
+        }
+    }
+    program.is_alive().then_some(total)
+}
+
+/// What [`scan_sessions`] takes from one `/proc/PID/stat` line, in one pass.
+struct StatFields {
+    state: u8,
+    sid: u32,
+    cpu_ticks: u64,
+    start_time: u64,
+    rss_pages: u64,
+}
+
+fn scan_fields(stat: &str) -> Option<StatFields> {
+    let mut it = stat.get(stat.rfind(')')? + 1..)?.split_ascii_whitespace();
+    // Field N is the (N - 3)th after the command name.
+    let mut f = [0u64; 22];
+    let state = it.next()?.bytes().next()?;
+    for slot in f.iter_mut().skip(1) {
+        *slot = it.next()?.parse().unwrap_or(0);
+    }
+    let at = |n: usize| f[n - 3];
+    Some(StatFields {
+        state,
+        sid: u32::try_from(at(6)).ok()?,
+        cpu_ticks: at(14) + at(15) + at(16) + at(17),
+        start_time: at(22),
+        rss_pages: at(24),
+    })
+}
+
+/// One terminal session as [`scan_sessions`] saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScannedSession {
+    /// Its processes' figures (no PSS).
+    pub usage: SessionUsage,
+    /// The start time (field 22) of its leader, the process whose pid is the
+    /// session id, if it was seen alive.
+    pub leader_start_time: Option<u64>,
+}
+
+/// The cheap subset for `ls --json`: one pass over `/proc`, every process's
+/// terminal session, CPU and RSS from its `stat` (no `smaps`), keyed by session
+/// id. An observation for reporting only; the caller keeps only the sessions whose
+/// leader has the recorded program's start time.
+pub fn scan_sessions() -> HashMap<u32, ScannedSession> {
+    let mut out: HashMap<u32, ScannedSession> = HashMap::new();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return out;
+    };
+    let (ticks, page) = (clock_ticks(), page_size());
+    // One buffer for every read: thousands of small files.
+    let (mut path, mut stat) = (String::with_capacity(32), String::with_capacity(512));
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        use std::fmt::Write as _;
+        use std::io::Read as _;
+        path.clear();
+        let _ = write!(path, "/proc/{pid}/stat");
+        stat.clear();
+        let read = fs::File::open(&path).and_then(|mut f| f.read_to_string(&mut stat));
+        if read.is_err() {
+            continue;
+        }
+        let Some(f) = scan_fields(&stat) else {
+            continue;
+        };
+        if matches!(f.state, b'Z' | b'X' | b'x') {
+            continue;
+        }
+        let (sid, cpu_ms, rss_bytes) = (f.sid, f.cpu_ticks * 1000 / ticks, f.rss_pages * page);
+        let seen = out.entry(sid).or_default();
+        seen.usage.add(ProcUsage {
+            cpu_ms,
+            rss_bytes,
+            pss_bytes: None,
+        });
+        if pid == sid {
+            seen.leader_start_time = Some(f.start_time);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_and_rollup() {
+        // Fields 14-17 are 10 20 3 4 ticks; 24 (rss) is 5 pages.
+        let line = "9 (a) b) S 1 9 9 0 -1 0 0 0 0 0 10 20 3 4 20 0 1 0 77 1000 5 0";
+        let (ms, rss) = parse_cpu_rss(line).unwrap();
+        assert_eq!(ms, 37 * 1000 / clock_ticks());
+        assert_eq!(rss, 5 * page_size());
+        assert_eq!(parse_cpu_rss("9 (x) S 1"), None);
+        let rollup = "00400000-7fff ---p 00000000 00:00 0 [rollup]\nRss: 100 kB\nPss: 42 kB\n";
+        assert_eq!(parse_pss(rollup), Some(42 * 1024));
+        assert_eq!(parse_pss("Rss: 1 kB"), None);
+    }
+
+    #[test]
+    fn our_own_usage_reads_and_our_session_scans() {
+        let me = PidFd::open(std::process::id()).unwrap();
+        let u = proc_usage(&me, true).unwrap();
+        assert!(u.rss_bytes > 0);
+        let sid = u32::try_from(nix::unistd::getsid(None).unwrap().as_raw()).unwrap();
+        assert!(scan_sessions()
+            .get(&sid)
+            .is_some_and(|s| s.usage.processes >= 1));
+    }
+}

@@ -63,6 +63,8 @@ pub struct Preconditions {
 pub enum Command {
     /// Create a session (and attach to it, unless -d).
     New(NewArgs),
+    /// Record a running session into FILE as asciicast v2, or stop recording it.
+    Cast(crate::commands::cast::CastArgs),
     /// Attach this terminal to a session (without REF: the most recently used
     /// running one).
     #[command(visible_alias = "a")]
@@ -384,6 +386,9 @@ pub struct NewArgs {
     /// (a project digest, say).
     #[arg(long, value_name = "OWNER")]
     pub owner: Option<String>,
+    /// Record the session from its first byte into FILE, as asciicast v2 (SPEC §4.8).
+    #[arg(long, value_name = "FILE", conflicts_with = "attach_or_create")]
+    pub cast: Option<PathBuf>,
     /// The program and its arguments (default $SHELL).
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -467,6 +472,10 @@ pub enum EventType {
     Notification,
     /// The program showed or hid the cursor.
     CursorVisible,
+    /// A recording began.
+    CastStart,
+    /// A recording ended.
+    CastStop,
 }
 
 impl EventType {
@@ -483,6 +492,8 @@ impl EventType {
             Self::TitleChange => kind::TITLE_CHANGE,
             Self::Notification => kind::NOTIFICATION,
             Self::CursorVisible => kind::CURSOR_VISIBLE,
+            Self::CastStart => kind::CAST_START,
+            Self::CastStop => kind::CAST_STOP,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Dispatch, and the helpers every command shares; one module per group of
 //! commands.
 
+pub(crate) mod cast;
 mod hosts;
 mod lifecycle;
 mod registry_ops;
@@ -124,6 +125,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Daemon { root, spec } => lifecycle::daemon(root, spec),
         Command::Bridge => Ok(crate::bridge::run()),
         Command::New(args) => sessions::new(root, args, json),
+        Command::Cast(args) => cast::run(root, &args, json),
         Command::Attach {
             reference,
             pre,

@@ -208,6 +208,9 @@ pub struct StatusJson {
     /// The terminal's foreground process group, from `/proc`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub foreground: Option<ForegroundJson>,
+    /// The active recordings (SPEC §4.8), from a daemon of version 3.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub casts: Option<Vec<crate::commands::cast::CastJson>>,
 }
 
 /// `shell` of `status --json`.

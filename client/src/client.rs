@@ -150,6 +150,8 @@ pub struct NewSession {
     /// Whether a lone bash, zsh or fish starts with latch's shell integration
     /// (SPEC.md §4.6); on by default.
     pub shell_integration: latch_registry::shell::Integration,
+    /// Record from the first byte into this file (SPEC.md §4.8).
+    pub cast: Option<latch_registry::CastSpec>,
 }
 
 /// A handle on one registry.
@@ -295,6 +297,7 @@ impl Client {
             scrollback: latch_registry::spec::DEFAULT_SCROLLBACK,
             owner: new.owner,
             shell_integration: new.shell_integration,
+            cast: new.cast,
         };
         spawn_daemon(&self.registry, &self.daemon_program, &spec)
     }

@@ -42,6 +42,8 @@ macro_rules! log {
     };
 }
 
+mod cast;
+mod cast_writer;
 mod conn;
 mod create;
 mod cursor;
@@ -112,10 +114,22 @@ pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
 
 async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     let signals = serve::Signals::install();
+    // `new --cast`: the file is opened before the program exists, so the
+    // recording has its first byte (SPEC §4.8).
+    let cast = match spec.cast.as_ref().map(cast::open_first).transpose() {
+        Ok(c) => c,
+        Err((kind, message)) => {
+            report_failure(kind, &message);
+            return 1;
+        }
+    };
     let mut created = match create::create(&root, &spec) {
         Ok(c) => c,
         Err(e) => {
             log!("creation of {} failed ({}): {}", spec.id, e.kind, e.message);
+            if let (Some(file), Some(c)) = (cast, spec.cast.as_ref()) {
+                cast::discard(&c.file, &file);
+            }
             report_failure(e.kind, &e.message);
             return 1;
         }
@@ -130,6 +144,9 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     logging::rotate_at(created.claim.log_path(), created.claim.rotated_log_path());
     let (session, listener) = session::Session::new(created, &spec);
     let session = std::rc::Rc::new(session);
+    if let (Some(file), Some(c)) = (cast, spec.cast.as_ref()) {
+        session.start_first_cast(file, c);
+    }
     if let Err(e) = report(&ready) {
         // The creator never learnt about this session: it must not linger as a
         // creation nobody asked for.

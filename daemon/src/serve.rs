@@ -64,6 +64,7 @@ pub(crate) async fn serve(session: Rc<Session>, listener: UnixListener, signals:
     let accept = tokio::task::spawn_local(conn::accept_loop(session.clone(), listener));
     let reader = tokio::task::spawn_local(pump_output(session.clone()));
     let writer = tokio::task::spawn_local(pump_input(session.clone()));
+    let casts = tokio::task::spawn_local(crate::cast::pump(session.clone()));
 
     let status = watch_child(&session, signals).await;
     log!(
@@ -93,6 +94,9 @@ pub(crate) async fn serve(session: Rc<Session>, listener: UnixListener, signals:
             break;
         }
     }
+    // The recordings' writers finish their files (their final markers), bounded.
+    casts.abort();
+    session.finish_casts(Instant::now() + FLUSH_AT_EXIT).await;
     0
 }
 

@@ -58,6 +58,7 @@ fn spec(id: &str, command: &[&str]) -> CreateSpec {
         scrollback: 1000,
         owner: None,
         shell_integration: Default::default(),
+        cast: None,
     }
 }
 

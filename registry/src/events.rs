@@ -52,8 +52,12 @@ pub mod kind {
     pub const NOTIFICATION: &str = "notification";
     /// The program showed or hid the cursor (`visible`).
     pub const CURSOR_VISIBLE: &str = "cursor_visible";
+    /// A recording began (`file`, `startCursor`; SPEC §4.8).
+    pub const CAST_START: &str = "cast_start";
+    /// A recording ended (`file`, `reason`, `bytes`, `droppedBytes`).
+    pub const CAST_STOP: &str = "cast_stop";
     /// Every type a build of this version writes, in SPEC.md §9.9's order.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 11] = [
         SESSION_START,
         SESSION_EXIT,
         METADATA_CHANGE,
@@ -63,6 +67,8 @@ pub mod kind {
         TITLE_CHANGE,
         NOTIFICATION,
         CURSOR_VISIBLE,
+        CAST_START,
+        CAST_STOP,
     ];
 }
 
@@ -146,6 +152,28 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
     },
+    /// A recording began (SPEC.md §4.8).
+    #[serde(rename_all = "camelCase")]
+    CastStart {
+        /// The file, an absolute path.
+        file: String,
+        /// The output cursor it begins at.
+        start_cursor: u64,
+        /// Its `--max-bytes`, if any.
+        max_bytes: Option<u64>,
+    },
+    /// A recording ended (SPEC.md §4.8).
+    #[serde(rename_all = "camelCase")]
+    CastStop {
+        /// The file, an absolute path.
+        file: String,
+        /// `stopped`, `max-bytes`, `exit` or `failed`.
+        reason: String,
+        /// Bytes its writer had written when it ended (the final marker may follow).
+        bytes: u64,
+        /// Output bytes it lost behind the ring.
+        dropped_bytes: u64,
+    },
 }
 
 /// One event of one creation: `{"ts", "type", "id", "incarnation", ...}`.
@@ -192,6 +220,8 @@ impl EventKind {
             EventKind::TitleChange { .. } => kind::TITLE_CHANGE,
             EventKind::Notification { .. } => kind::NOTIFICATION,
             EventKind::CursorVisible { .. } => kind::CURSOR_VISIBLE,
+            EventKind::CastStart { .. } => kind::CAST_START,
+            EventKind::CastStop { .. } => kind::CAST_STOP,
         }
     }
 }

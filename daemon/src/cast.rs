@@ -1,0 +1,701 @@
+//! Recordings (SPEC §4.8): asciicast v2 files of one creation's output, written by
+//! a thread per recording (`cast_writer`) so the daemon's thread never waits for a
+//! disk.
+//!
+//! ```text
+//! Session::output ── queue < CAST_QUEUE_BYTES ──> "o" (daemon's time) ──> writer
+//!        │        └─ else: lagging, note (cursor, time) ──┐
+//! writer drained below half ── wake ──> settle: ring still holds the lag?
+//!        yes: the held bytes, at their noted times         │
+//!        no:  "m" N bytes lost, "r", a fresh screen, then live again
+//! ```
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use latch_registry::events::EventKind;
+use latch_screen::{Mark, MarkKind};
+use latch_wire::{CastInfo, CastRequest, ErrorCode, ServerFrame, SessionRef};
+use tokio::sync::{oneshot, Notify};
+
+use crate::cast_writer::{self, Msg, OpenError, Shared, Source, QUEUE_BYTES};
+use crate::cursor::OutputLog;
+use crate::outbound::Peer;
+use crate::session::Session;
+use latch_registry::CastSpec;
+use latch_wire::codec::Outbound;
+use latch_wire::ExitStatus;
+
+/// Recordings of one creation at once at most (SPEC §8 `CASTS_MAX`).
+pub(crate) const CASTS_MAX: usize = 4;
+/// The smallest `--max-bytes` taken: room for the header and the final marker.
+pub(crate) const MAX_BYTES_MIN: u64 = 4096;
+/// Output times noted while a writer lags, at most (then every other one goes).
+const LAG_TIMES_MAX: usize = 512;
+/// Resizes and marks noted while a writer lags, at most (the rest are lost).
+const LAG_EVENTS_MAX: usize = 256;
+/// Header strings (TERM, SHELL, the title) are cut to this many bytes.
+const HEADER_STRING_MAX: usize = 256;
+
+/// What the header says of the creation.
+#[derive(Debug, Clone)]
+pub(crate) struct HeaderFacts {
+    pub own: SessionRef,
+    pub title: String,
+    pub term: Option<String>,
+    pub shell: Option<String>,
+}
+
+/// A writer fell behind: output is noted, not queued, until it drains.
+#[derive(Debug, Default)]
+struct Lag {
+    /// The cursor of the first byte not queued.
+    from: u64,
+    /// (cursor after a read, its time), in order.
+    times: Vec<(u64, f64)>,
+    /// Resizes and marks at their cursors.
+    events: Vec<(u64, Msg)>,
+    /// A resize was among the events (a fresh screen then says the size).
+    resized: bool,
+}
+
+/// One active recording.
+#[derive(Debug)]
+struct Cast {
+    file: String,
+    tx: mpsc::Sender<Msg>,
+    shared: Arc<Shared>,
+    t0: Instant,
+    start_cursor: u64,
+    started_at_ms: u64,
+    max_bytes: Option<u64>,
+    lag: Option<Lag>,
+    dropped: u64,
+    done: oneshot::Receiver<()>,
+}
+
+impl Cast {
+    fn send(&self, msg: Msg) {
+        self.shared.queued.fetch_add(msg.weight(), Ordering::SeqCst);
+        // The writer is gone only once it ended, which `settle` then reports.
+        let _ = self.tx.send(msg);
+    }
+
+    fn info(&self) -> CastInfo {
+        CastInfo {
+            file: self.file.clone(),
+            bytes: self.shared.written.load(Ordering::SeqCst),
+            start_cursor: self.start_cursor,
+            dropped_bytes: self.dropped,
+            started_at_ms: self.started_at_ms,
+            max_bytes: self.max_bytes,
+        }
+    }
+
+    fn stop_event(&self, reason: &str) -> EventKind {
+        EventKind::CastStop {
+            file: self.file.clone(),
+            reason: reason.to_owned(),
+            bytes: self.shared.written.load(Ordering::SeqCst),
+            dropped_bytes: self.dropped,
+        }
+    }
+}
+
+/// A recording whose writer is opening its file.
+#[derive(Debug)]
+pub(crate) struct Starting {
+    cast: Cast,
+    opened: Option<oneshot::Receiver<Result<(), OpenError>>>,
+}
+
+impl Starting {
+    /// Waits (without blocking the daemon's thread) for the writer's open.
+    pub(crate) async fn opened(&mut self) -> Result<(), ServerFrame> {
+        let Some(rx) = self.opened.take() else {
+            return Ok(());
+        };
+        let refuse = |code, why: &dyn std::fmt::Display| {
+            ServerFrame::error(
+                code,
+                format!("cannot record into {}: {why}", self.cast.file),
+            )
+        };
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(OpenError::Io(e))) => Err(refuse(ErrorCode::Internal, &e)),
+            Ok(Err(e)) => Err(refuse(ErrorCode::InvalidArgument, &e)),
+            Err(_) => Err(refuse(ErrorCode::Internal, &"its writer ended")),
+        }
+    }
+}
+
+/// The recordings of one creation.
+#[derive(Debug)]
+pub(crate) struct Casts {
+    list: Vec<Cast>,
+    /// Ended writers that may still be writing (waited for at exit, bounded).
+    finishing: Vec<oneshot::Receiver<()>>,
+    /// Writers wake the daemon through this (queue drained, or ended).
+    pub wake: Arc<Notify>,
+    facts: HeaderFacts,
+}
+
+impl Casts {
+    pub(crate) fn new(facts: HeaderFacts) -> Self {
+        Self {
+            list: Vec::new(),
+            finishing: Vec::new(),
+            wake: Arc::new(Notify::new()),
+            facts,
+        }
+    }
+
+    /// Checks a CAST_START before anything is opened.
+    pub(crate) fn check(&self, req: &CastRequest) -> Result<(), ServerFrame> {
+        let invalid = |why: String| Err(ServerFrame::error(ErrorCode::InvalidArgument, why));
+        if !req.file.starts_with('/') {
+            return invalid(format!("{:?} is not an absolute path", req.file));
+        }
+        if self.list.len() >= CASTS_MAX {
+            return invalid(format!("{CASTS_MAX} recordings are active already"));
+        }
+        match req.max_bytes {
+            Some(m) if m < MAX_BYTES_MIN => invalid(format!(
+                "--max-bytes {m} is below the least a recording needs, {MAX_BYTES_MIN}"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts a writer for `req`: on `file` (opened already) or opening the path.
+    pub(crate) fn spawn(
+        &self,
+        req: CastRequest,
+        file: Option<std::fs::File>,
+    ) -> Result<Starting, ServerFrame> {
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(Shared::default());
+        let (done_tx, done) = oneshot::channel();
+        let (source, opened) = match file {
+            Some(f) => (Source::File(f), None),
+            None => {
+                let (otx, orx) = oneshot::channel();
+                (Source::Path(req.file.clone(), otx), Some(orx))
+            }
+        };
+        let wake = self.wake.clone();
+        cast_writer::spawn(source, rx, shared.clone(), wake, req.max_bytes, done_tx).map_err(
+            |e| ServerFrame::error(ErrorCode::Internal, format!("cannot start a writer: {e}")),
+        )?;
+        let cast = Cast {
+            file: req.file,
+            tx,
+            shared,
+            t0: Instant::now(),
+            start_cursor: 0,
+            started_at_ms: 0,
+            max_bytes: req.max_bytes,
+            lag: None,
+            dropped: 0,
+            done,
+        };
+        Ok(Starting { cast, opened })
+    }
+
+    /// Makes an opened recording active at `cursor`: the header, then `screen`
+    /// (the attach repaint, for one started mid-session), then live output.
+    pub(crate) fn add(
+        &mut self,
+        starting: Starting,
+        size: (u16, u16),
+        cursor: u64,
+        screen: Option<Bytes>,
+    ) -> (CastInfo, EventKind) {
+        let mut cast = starting.cast;
+        cast.t0 = Instant::now();
+        cast.started_at_ms = latch_registry::now_ms();
+        cast.start_cursor = cursor;
+        cast.send(Msg::Header(self.header(size, cast.started_at_ms)));
+        if let Some(s) = screen {
+            cast.send(Msg::Output(0.0, s));
+        }
+        let event = EventKind::CastStart {
+            file: cast.file.clone(),
+            start_cursor: cursor,
+            max_bytes: cast.max_bytes,
+        };
+        let info = cast.info();
+        self.list.push(cast);
+        (info, event)
+    }
+
+    fn header(&self, (rows, cols): (u16, u16), at_ms: u64) -> String {
+        let cut = |s: &str| {
+            let mut end = s.len().min(HEADER_STRING_MAX);
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s[..end].to_owned()
+        };
+        let mut env = serde_json::Map::new();
+        for (k, v) in [("TERM", &self.facts.term), ("SHELL", &self.facts.shell)] {
+            if let Some(v) = v {
+                env.insert(k.into(), cut(v).into());
+            }
+        }
+        let header = serde_json::json!({
+            "version": 2,
+            "width": cols,
+            "height": rows,
+            "timestamp": at_ms / 1000,
+            "env": env,
+            "title": cut(&self.facts.title),
+            "latch": {
+                "id": self.facts.own.id.as_str(),
+                "incarnation": self.facts.own.incarnation.to_string(),
+            },
+        });
+        format!("{header}\n")
+    }
+
+    /// Whether any recording is active.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Output the daemon read, `data` starting at cursor `from`, with the shell's
+    /// marks in it (SPEC §4.6): queued for every writer with room, else noted.
+    pub(crate) fn output(&mut self, data: &[u8], from: u64, marks: &[Mark]) {
+        if self.list.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let bytes = Bytes::copy_from_slice(data);
+        let end = from + data.len() as u64;
+        for cast in &mut self.list {
+            let t = now.duration_since(cast.t0).as_secs_f64();
+            if cast.lag.is_none() {
+                let queued = cast.shared.queued.load(Ordering::SeqCst);
+                if queued + data.len() <= QUEUE_BYTES {
+                    send_marked(cast, t, &bytes, from, marks);
+                    continue;
+                }
+                cast.lag = Some(Lag {
+                    from,
+                    ..Lag::default()
+                });
+                cast.shared.lagging.store(true, Ordering::SeqCst);
+                // Drained meanwhile: nobody would wake us.
+                if cast.shared.queued.load(Ordering::SeqCst) < QUEUE_BYTES / 2 {
+                    self.wake.notify_one();
+                }
+            }
+            if let Some(lag) = cast.lag.as_mut() {
+                note_time(lag, end, t);
+                for (at, label) in marks.iter().filter_map(marker) {
+                    note_event(lag, at, Msg::Marker(t, label));
+                }
+            }
+        }
+    }
+
+    /// The terminal's new size, at output cursor `cursor`.
+    pub(crate) fn resize(&mut self, rows: u16, cols: u16, cursor: u64) {
+        for cast in &mut self.list {
+            let t = cast.t0.elapsed().as_secs_f64();
+            match cast.lag.as_mut() {
+                None => cast.send(Msg::Resize(t, rows, cols)),
+                Some(lag) => {
+                    lag.resized = true;
+                    note_event(lag, cursor, Msg::Resize(t, rows, cols));
+                }
+            }
+        }
+    }
+
+    /// After a writer's wake: ended writers leave (their `cast_stop` events are
+    /// returned), lagging ones with room catch up from the ring.
+    pub(crate) fn settle(
+        &mut self,
+        log: &OutputLog,
+        screen: &mut dyn FnMut() -> (Bytes, (u16, u16)),
+    ) -> Vec<EventKind> {
+        let mut events = Vec::new();
+        let mut i = 0;
+        while let Some(cast) = self.list.get_mut(i) {
+            let reason = match cast.shared.ended.load(Ordering::SeqCst) {
+                cast_writer::ENDED_NO => None,
+                cast_writer::ENDED_MAX => Some("max-bytes"),
+                _ => Some("failed"),
+            };
+            if let Some(reason) = reason {
+                let cast = self.list.remove(i);
+                log!("recording into {} ended: {reason}", cast.file);
+                events.push(cast.stop_event(reason));
+                continue;
+            }
+            let room = cast.shared.queued.load(Ordering::SeqCst) < QUEUE_BYTES / 2;
+            if room {
+                if let Some(lag) = cast.lag.take() {
+                    catch_up(cast, lag, log, screen);
+                }
+            }
+            i += 1;
+        }
+        events
+    }
+
+    /// Ends every recording with a final marker `label`; their infos and
+    /// `cast_stop` events. Their writers finish on their own threads.
+    pub(crate) fn stop_all(
+        &mut self,
+        label: &str,
+        reason: &str,
+    ) -> (Vec<CastInfo>, Vec<EventKind>) {
+        let mut infos = Vec::new();
+        let mut events = Vec::new();
+        for cast in std::mem::take(&mut self.list) {
+            let t = cast.t0.elapsed().as_secs_f64();
+            cast.send(Msg::End(t, label.to_owned()));
+            infos.push(cast.info());
+            events.push(cast.stop_event(reason));
+            self.finishing.push(cast.done);
+        }
+        (infos, events)
+    }
+
+    /// The active recordings.
+    pub(crate) fn infos(&self) -> Vec<CastInfo> {
+        self.list.iter().map(Cast::info).collect()
+    }
+
+    /// The writers still finishing (the daemon waits for them at exit, bounded).
+    pub(crate) fn take_finishing(&mut self) -> Vec<oneshot::Receiver<()>> {
+        std::mem::take(&mut self.finishing)
+    }
+}
+
+/// Queues one read's output, split after each command mark, with the mark.
+fn send_marked(cast: &Cast, t: f64, bytes: &Bytes, from: u64, marks: &[Mark]) {
+    let mut pos = 0usize;
+    for (at, label) in marks.iter().filter_map(marker) {
+        let cut = usize::try_from(at.saturating_sub(from))
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        if cut > pos {
+            cast.send(Msg::Output(t, bytes.slice(pos..cut)));
+            pos = cut;
+        }
+        cast.send(Msg::Marker(t, label));
+    }
+    if pos < bytes.len() {
+        cast.send(Msg::Output(t, bytes.slice(pos..)));
+    }
+}
+
+/// The `"m"` label of a command's start or end (SPEC §4.8), at the cursor after it.
+fn marker(m: &Mark) -> Option<(u64, String)> {
+    let label = match &m.kind {
+        MarkKind::CommandStart { command: Some(c) } => format!("command start: {c}"),
+        MarkKind::CommandStart { command: None } => "command start".to_owned(),
+        MarkKind::CommandEnd { exit: Some(n) } => format!("command end: exit {n}"),
+        MarkKind::CommandEnd { exit: None } => "command end".to_owned(),
+        _ => return None,
+    };
+    Some((m.end, label))
+}
+
+fn note_time(lag: &mut Lag, end: u64, t: f64) {
+    if lag.times.len() >= LAG_TIMES_MAX {
+        // Halve the resolution: a byte then takes the time of a later read.
+        let mut keep = false;
+        lag.times.retain(|_| {
+            keep = !keep;
+            !keep
+        });
+    }
+    lag.times.push((end, t));
+}
+
+fn note_event(lag: &mut Lag, at: u64, msg: Msg) {
+    if lag.events.len() < LAG_EVENTS_MAX {
+        lag.events.push((at, msg));
+    }
+}
+
+/// A lagging writer has room: queue what it missed from the ring at the times
+/// noted, or, if the ring no longer holds it, say how much was lost and start
+/// again from a fresh screen (SPEC §4.8).
+fn catch_up(
+    cast: &mut Cast,
+    lag: Lag,
+    log: &OutputLog,
+    screen: &mut dyn FnMut() -> (Bytes, (u16, u16)),
+) {
+    let held = log.since(lag.from, usize::MAX);
+    let t_now = cast.t0.elapsed().as_secs_f64();
+    if held.dropped > 0 {
+        let lost = held.end - lag.from;
+        cast.dropped += lost;
+        let label = format!("latch: {lost} bytes lost: the recording fell behind");
+        cast.send(Msg::Marker(t_now, label));
+        let (repaint, (rows, cols)) = screen();
+        if lag.resized {
+            cast.send(Msg::Resize(t_now, rows, cols));
+        }
+        cast.send(Msg::Output(t_now, repaint));
+        return;
+    }
+    let mut pos = held.start;
+    let bytes = held.bytes;
+    let piece = |a: u64, b: u64| {
+        let at = |c: u64| {
+            usize::try_from(c - held.start)
+                .unwrap_or(0)
+                .min(bytes.len())
+        };
+        bytes.slice(at(a)..at(b))
+    };
+    let mut events = lag.events.into_iter().peekable();
+    for (end, t) in lag.times.into_iter().chain([(held.end, t_now)]) {
+        while let Some((at, _)) = events.peek() {
+            if *at > end {
+                break;
+            }
+            let Some((at, msg)) = events.next() else {
+                break;
+            };
+            if at > pos {
+                cast.send(Msg::Output(t, piece(pos, at)));
+                pos = at;
+            }
+            cast.send(msg);
+        }
+        if end > pos {
+            cast.send(Msg::Output(t, piece(pos, end)));
+            pos = end;
+        }
+    }
+    for (_, msg) in events {
+        cast.send(msg);
+    }
+}
+
+impl Session {
+    /// CAST_START (SPEC §4.8): the writer opens the file on its own thread while
+    /// this connection's reader waits (no other connection does); then, in one
+    /// step with the output, the header and the current screen are queued and the
+    /// recording joins the output at the current cursor.
+    pub(crate) async fn cast_start(&self, client: &Peer, req: CastRequest) {
+        if let Err(refusal) = self.casts.borrow().check(&req) {
+            client.send(Outbound::Strict(refusal));
+            return;
+        }
+        let started = self.casts.borrow().spawn(req, None);
+        let mut starting = match started {
+            Ok(s) => s,
+            Err(refusal) => {
+                client.send(Outbound::Strict(refusal));
+                return;
+            }
+        };
+        if let Err(refusal) = starting.opened().await {
+            client.send(Outbound::Strict(refusal));
+            return;
+        }
+        let screen = latch_screen::attach_snapshot(&mut self.term.borrow_mut());
+        self.settle();
+        let cursor = self.log.borrow().cut().cursor;
+        let (info, event) =
+            self.casts
+                .borrow_mut()
+                .add(starting, self.size.get(), cursor, Some(screen));
+        log!("recording into {} from output cursor {cursor}", info.file);
+        self.record_cast_event(event);
+        if let Some(status) = self.exited() {
+            // The program ended while the file was opened.
+            self.end_casts(&exit_label(status), "exit");
+        }
+        client.send(Outbound::Strict(ServerFrame::Casts(vec![info])));
+    }
+
+    /// `new --cast`: recording from the first byte, on a file opened before the
+    /// program could write (SPEC §4.8).
+    pub(crate) fn start_first_cast(&self, file: std::fs::File, spec: &CastSpec) {
+        let req = CastRequest {
+            file: spec.file.clone(),
+            max_bytes: spec.max_bytes,
+        };
+        let started = self.casts.borrow().spawn(req, Some(file));
+        match started {
+            Ok(starting) => {
+                let (_, event) = self
+                    .casts
+                    .borrow_mut()
+                    .add(starting, self.size.get(), 0, None);
+                self.record_cast_event(event);
+            }
+            Err(e) => log!("cannot record into {}: {e:?}", spec.file),
+        }
+    }
+
+    /// CASTS (SPEC §4.8): the active recordings; with `stop`, each ends first.
+    pub(crate) fn casts_reply(&self, client: &Peer, stop: bool) {
+        let infos = if stop {
+            self.end_casts("latch: recording stopped", "stopped")
+        } else {
+            self.casts.borrow().infos()
+        };
+        client.send(Outbound::Strict(ServerFrame::Casts(infos)));
+    }
+
+    /// Ends every recording with a final marker. At the program's exit, and the
+    /// hook a replacement of the creation in the same daemon calls first, so that
+    /// no recording continues into another creation (SPEC §4.8).
+    pub(crate) fn end_casts(&self, label: &str, reason: &str) -> Vec<CastInfo> {
+        let (infos, events) = self.casts.borrow_mut().stop_all(label, reason);
+        for e in events {
+            self.record_cast_event(e);
+        }
+        infos
+    }
+
+    /// After a writer's wake: see [`Casts::settle`].
+    pub(crate) fn settle_casts(&self) {
+        let events = {
+            let mut casts = self.casts.borrow_mut();
+            if casts.is_empty() {
+                return;
+            }
+            let log = self.log.borrow();
+            let mut screen = || {
+                let s = latch_screen::attach_snapshot(&mut self.term.borrow_mut());
+                (s, self.size.get())
+            };
+            casts.settle(&log, &mut screen)
+        };
+        self.settle();
+        for e in events {
+            self.record_cast_event(e);
+        }
+    }
+
+    fn record_cast_event(&self, event: EventKind) {
+        if self.claim.record_event(event).is_err() {
+            log!("a recording event was not recorded: the event writer is behind");
+        }
+    }
+
+    /// Waits for the writers of ended recordings, at most until `deadline` (at
+    /// exit, after every connection is served: nothing else waits then).
+    pub(crate) async fn finish_casts(&self, deadline: tokio::time::Instant) {
+        let finishing = self.casts.borrow_mut().take_finishing();
+        for done in finishing {
+            if tokio::time::timeout_at(deadline, done).await.is_err() {
+                log!("a recording's writer is still writing at exit; its end is lost");
+                return;
+            }
+        }
+    }
+}
+
+/// Opens `new --cast`'s file, before the creation (SPEC §4.8).
+pub(crate) fn open_first(
+    spec: &CastSpec,
+) -> Result<std::fs::File, (latch_registry::spec::FailureKind, String)> {
+    use latch_registry::spec::FailureKind;
+    if !spec.file.starts_with('/') || spec.max_bytes.is_some_and(|m| m < MAX_BYTES_MIN) {
+        return Err((
+            FailureKind::Invalid,
+            format!(
+                "cannot record into {:?}: an absolute path and --max-bytes of at least \
+                 {MAX_BYTES_MIN} are needed",
+                spec.file
+            ),
+        ));
+    }
+    cast_writer::open(&spec.file).map_err(|e| {
+        let kind = match e {
+            OpenError::Io(_) => FailureKind::Io,
+            _ => FailureKind::Invalid,
+        };
+        (kind, format!("cannot record into {}: {e}", spec.file))
+    })
+}
+
+/// Removes the file `open_first` created, if the path still names it (the
+/// creation failed after it).
+pub(crate) fn discard(path: &str, file: &std::fs::File) {
+    use std::os::unix::fs::MetadataExt;
+    let ours = file
+        .metadata()
+        .ok()
+        .map(|m| (m.dev(), m.ino(), m.is_file()));
+    let there = std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino(), m.is_file()));
+    if ours.is_some_and(|o| o.2) && ours == there {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Wakes the daemon's side of the recordings whenever a writer asks (SPEC §4.8).
+pub(crate) async fn pump(session: std::rc::Rc<Session>) {
+    let wake = session.casts.borrow().wake.clone();
+    loop {
+        wake.notified().await;
+        session.settle_casts();
+    }
+}
+
+/// The final marker at the program's exit.
+pub(crate) fn exit_label(status: ExitStatus) -> String {
+    match (status.code, status.signal) {
+        (Some(c), _) => format!("latch: the program exited with code {c}"),
+        (None, Some(s)) => format!("latch: the program was killed by signal {s}"),
+        _ => "latch: the program ended".to_owned(),
+    }
+}
+
+/// The file of the `n`th creation a restart policy makes of one recorded session
+/// (`FILE`, then `FILE.1`, … SPEC §4.8): the hook for supervision, which starts
+/// each incarnation's recording with [`Casts::spawn`] on this name.
+#[allow(dead_code)]
+pub(crate) fn incarnation_file(file: &str, n: u32) -> String {
+    if n == 0 {
+        file.to_owned()
+    } else {
+        format!("{file}.{n}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_incarnation_gets_its_own_file() {
+        assert_eq!(incarnation_file("/t/a.cast", 0), "/t/a.cast");
+        assert_eq!(incarnation_file("/t/a.cast", 2), "/t/a.cast.2");
+    }
+
+    #[test]
+    fn marks_become_labels() {
+        let m = |kind| Mark {
+            kind,
+            start: 0,
+            end: 9,
+        };
+        let start = marker(&m(MarkKind::CommandStart {
+            command: Some("ls".into()),
+        }));
+        assert_eq!(start, Some((9, "command start: ls".into())));
+        let end = marker(&m(MarkKind::CommandEnd { exit: Some(1) }));
+        assert_eq!(end, Some((9, "command end: exit 1".into())));
+        assert_eq!(marker(&m(MarkKind::PromptStart)), None);
+    }
+}

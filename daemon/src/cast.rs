@@ -349,16 +349,21 @@ impl Casts {
         events
     }
 
-    /// Ends every recording with a final marker `label`; their infos and
-    /// `cast_stop` events. Their writers finish on their own threads.
+    /// Ends every recording with a final marker `label`, after what a lagging
+    /// one missed (or its loss and a fresh screen); their infos and `cast_stop`
+    /// events. Their writers finish on their own threads.
     pub(crate) fn stop_all(
         &mut self,
-        label: &str,
-        reason: &str,
+        (label, reason): (&str, &str),
+        log: &OutputLog,
+        screen: &mut dyn FnMut() -> (Bytes, (u16, u16)),
     ) -> (Vec<CastInfo>, Vec<EventKind>) {
         let mut infos = Vec::new();
         let mut events = Vec::new();
-        for cast in std::mem::take(&mut self.list) {
+        for mut cast in std::mem::take(&mut self.list) {
+            if let Some(lag) = cast.lag.take() {
+                catch_up(&mut cast, lag, log, screen);
+            }
             let t = cast.t0.elapsed().as_secs_f64();
             cast.send(Msg::End(t, label.to_owned()));
             infos.push(cast.info());
@@ -557,7 +562,19 @@ impl Session {
     /// hook a replacement of the creation in the same daemon calls first, so that
     /// no recording continues into another creation (SPEC §4.8).
     pub(crate) fn end_casts(&self, label: &str, reason: &str) -> Vec<CastInfo> {
-        let (infos, events) = self.casts.borrow_mut().stop_all(label, reason);
+        let (infos, events) = {
+            let mut casts = self.casts.borrow_mut();
+            if casts.is_empty() {
+                return Vec::new();
+            }
+            let log = self.log.borrow();
+            let mut screen = || {
+                let s = latch_screen::attach_snapshot(&mut self.term.borrow_mut());
+                (s, self.size.get())
+            };
+            casts.stop_all((label, reason), &log, &mut screen)
+        };
+        self.settle();
         for e in events {
             self.record_cast_event(e);
         }

@@ -550,8 +550,24 @@ mod tests {
             last_output_at: with.then_some(None),
             shell: with.then(shell),
             foreground: with.then_some(ForegroundJson { pid: 9, name: None }),
+            casts: with.then(Vec::new),
         };
         check(&shapes, "status", v(&status(true)), v(&status(false)));
+        let cast = crate::commands::cast::CastJson {
+            file: "/c".into(),
+            bytes: 1,
+            start_cursor: 0,
+            dropped_bytes: 0,
+            started_at: 2,
+            max_bytes: None,
+        };
+        check(&shapes, "cast", v(&cast), v(&cast));
+        let casts = crate::commands::cast::CastsJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            casts: vec![cast],
+        };
+        check(&shapes, "casts", v(&casts), v(&casts));
         check(&shapes, "shell", v(&shell()), v(&shell()));
         let fg = ForegroundJson {
             pid: 1,
@@ -617,7 +633,7 @@ mod tests {
             error: "e".into(),
         };
         check(&shapes, "host down", v(&down), v(&down));
-        assert_eq!(shapes.len(), 18, "a shape in SPEC §10 without a type here");
+        assert_eq!(shapes.len(), 20, "a shape in SPEC §10 without a type here");
     }
 
     fn shell() -> ShellJson {

@@ -21,18 +21,11 @@ use latch_screen::{Mark, MarkKind};
 use latch_wire::{CastInfo, CastRequest, ErrorCode, ServerFrame, SessionRef};
 use tokio::sync::{oneshot, Notify};
 
+pub(crate) use crate::cast_session::{exit_label, pump};
 use crate::cast_writer::{self, Msg, OpenError, Shared, Source, QUEUE_BYTES};
 use crate::cursor::OutputLog;
-use crate::outbound::Peer;
-use crate::session::Session;
-use latch_registry::CastSpec;
-use latch_wire::codec::Outbound;
-use latch_wire::ExitStatus;
 
-/// Recordings of one creation at once at most (SPEC §8 `CASTS_MAX`).
-pub(crate) const CASTS_MAX: usize = 4;
-/// The smallest `--max-bytes` taken: room for the header and the final marker.
-pub(crate) const MAX_BYTES_MIN: u64 = 4096;
+use latch_wire::limits::{CASTS_MAX, CAST_MAX_BYTES_MIN as MAX_BYTES_MIN};
 /// Output times noted while a writer lags, at most (then every other one goes).
 const LAG_TIMES_MAX: usize = 512;
 /// Resizes and marks noted while a writer lags, at most (the rest are lost).
@@ -247,19 +240,18 @@ impl Casts {
                 env.insert(k.into(), cut(v).into());
             }
         }
-        let header = serde_json::json!({
-            "version": 2,
-            "width": cols,
-            "height": rows,
-            "timestamp": at_ms / 1000,
-            "env": env,
-            "title": cut(&self.facts.title),
-            "latch": {
-                "id": self.facts.own.id.as_str(),
-                "incarnation": self.facts.own.incarnation.to_string(),
-            },
+        let latch = serde_json::json!({
+            "id": self.facts.own.id.as_str(),
+            "incarnation": self.facts.own.incarnation.to_string(),
         });
-        format!("{header}\n")
+        let title = serde_json::Value::from(cut(&self.facts.title));
+        // In asciicast's own order, `version` first (SPEC §4.8).
+        format!(
+            "{{\"version\": 2, \"width\": {cols}, \"height\": {rows}, \"timestamp\": {}, \
+             \"env\": {}, \"title\": {title}, \"latch\": {latch}}}\n",
+            at_ms / 1000,
+            serde_json::Value::Object(env),
+        )
     }
 
     /// Whether any recording is active.
@@ -487,194 +479,6 @@ fn catch_up(
     }
     for (_, msg) in events {
         cast.send(msg);
-    }
-}
-
-impl Session {
-    /// CAST_START (SPEC §4.8): the writer opens the file on its own thread while
-    /// this connection's reader waits (no other connection does); then, in one
-    /// step with the output, the header and the current screen are queued and the
-    /// recording joins the output at the current cursor.
-    pub(crate) async fn cast_start(&self, client: &Peer, req: CastRequest) {
-        if let Err(refusal) = self.casts.borrow().check(&req) {
-            client.send(Outbound::Strict(refusal));
-            return;
-        }
-        let started = self.casts.borrow().spawn(req, None);
-        let mut starting = match started {
-            Ok(s) => s,
-            Err(refusal) => {
-                client.send(Outbound::Strict(refusal));
-                return;
-            }
-        };
-        if let Err(refusal) = starting.opened().await {
-            client.send(Outbound::Strict(refusal));
-            return;
-        }
-        let screen = latch_screen::attach_snapshot(&mut self.term.borrow_mut());
-        self.settle();
-        let cursor = self.log.borrow().cut().cursor;
-        let (info, event) =
-            self.casts
-                .borrow_mut()
-                .add(starting, self.size.get(), cursor, Some(screen));
-        log!("recording into {} from output cursor {cursor}", info.file);
-        self.record_cast_event(event);
-        if let Some(status) = self.exited() {
-            // The program ended while the file was opened.
-            self.end_casts(&exit_label(status), "exit");
-        }
-        client.send(Outbound::Strict(ServerFrame::Casts(vec![info])));
-    }
-
-    /// `new --cast`: recording from the first byte, on a file opened before the
-    /// program could write (SPEC §4.8).
-    pub(crate) fn start_first_cast(&self, file: std::fs::File, spec: &CastSpec) {
-        let req = CastRequest {
-            file: spec.file.clone(),
-            max_bytes: spec.max_bytes,
-        };
-        let started = self.casts.borrow().spawn(req, Some(file));
-        match started {
-            Ok(starting) => {
-                let (_, event) = self
-                    .casts
-                    .borrow_mut()
-                    .add(starting, self.size.get(), 0, None);
-                self.record_cast_event(event);
-            }
-            Err(e) => log!("cannot record into {}: {e:?}", spec.file),
-        }
-    }
-
-    /// CASTS (SPEC §4.8): the active recordings; with `stop`, each ends first.
-    pub(crate) fn casts_reply(&self, client: &Peer, stop: bool) {
-        let infos = if stop {
-            self.end_casts("latch: recording stopped", "stopped")
-        } else {
-            self.casts.borrow().infos()
-        };
-        client.send(Outbound::Strict(ServerFrame::Casts(infos)));
-    }
-
-    /// Ends every recording with a final marker. At the program's exit, and the
-    /// hook a replacement of the creation in the same daemon calls first, so that
-    /// no recording continues into another creation (SPEC §4.8).
-    pub(crate) fn end_casts(&self, label: &str, reason: &str) -> Vec<CastInfo> {
-        let (infos, events) = {
-            let mut casts = self.casts.borrow_mut();
-            if casts.is_empty() {
-                return Vec::new();
-            }
-            let log = self.log.borrow();
-            let mut screen = || {
-                let s = latch_screen::attach_snapshot(&mut self.term.borrow_mut());
-                (s, self.size.get())
-            };
-            casts.stop_all((label, reason), &log, &mut screen)
-        };
-        self.settle();
-        for e in events {
-            self.record_cast_event(e);
-        }
-        infos
-    }
-
-    /// After a writer's wake: see [`Casts::settle`].
-    pub(crate) fn settle_casts(&self) {
-        let events = {
-            let mut casts = self.casts.borrow_mut();
-            if casts.is_empty() {
-                return;
-            }
-            let log = self.log.borrow();
-            let mut screen = || {
-                let s = latch_screen::attach_snapshot(&mut self.term.borrow_mut());
-                (s, self.size.get())
-            };
-            casts.settle(&log, &mut screen)
-        };
-        self.settle();
-        for e in events {
-            self.record_cast_event(e);
-        }
-    }
-
-    fn record_cast_event(&self, event: EventKind) {
-        if self.claim.record_event(event).is_err() {
-            log!("a recording event was not recorded: the event writer is behind");
-        }
-    }
-
-    /// Waits for the writers of ended recordings, at most until `deadline` (at
-    /// exit, after every connection is served: nothing else waits then).
-    pub(crate) async fn finish_casts(&self, deadline: tokio::time::Instant) {
-        let finishing = self.casts.borrow_mut().take_finishing();
-        for done in finishing {
-            if tokio::time::timeout_at(deadline, done).await.is_err() {
-                log!("a recording's writer is still writing at exit; its end is lost");
-                return;
-            }
-        }
-    }
-}
-
-/// Opens `new --cast`'s file, before the creation (SPEC §4.8).
-pub(crate) fn open_first(
-    spec: &CastSpec,
-) -> Result<std::fs::File, (latch_registry::spec::FailureKind, String)> {
-    use latch_registry::spec::FailureKind;
-    if !spec.file.starts_with('/') || spec.max_bytes.is_some_and(|m| m < MAX_BYTES_MIN) {
-        return Err((
-            FailureKind::Invalid,
-            format!(
-                "cannot record into {:?}: an absolute path and --max-bytes of at least \
-                 {MAX_BYTES_MIN} are needed",
-                spec.file
-            ),
-        ));
-    }
-    cast_writer::open(&spec.file).map_err(|e| {
-        let kind = match e {
-            OpenError::Io(_) => FailureKind::Io,
-            _ => FailureKind::Invalid,
-        };
-        (kind, format!("cannot record into {}: {e}", spec.file))
-    })
-}
-
-/// Removes the file `open_first` created, if the path still names it (the
-/// creation failed after it).
-pub(crate) fn discard(path: &str, file: &std::fs::File) {
-    use std::os::unix::fs::MetadataExt;
-    let ours = file
-        .metadata()
-        .ok()
-        .map(|m| (m.dev(), m.ino(), m.is_file()));
-    let there = std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino(), m.is_file()));
-    if ours.is_some_and(|o| o.2) && ours == there {
-        let _ = std::fs::remove_file(path);
-    }
-}
-
-/// Wakes the daemon's side of the recordings whenever a writer asks (SPEC §4.8).
-pub(crate) async fn pump(session: std::rc::Rc<Session>) {
-    let wake = session.casts.borrow().wake.clone();
-    loop {
-        wake.notified().await;
-        session.settle_casts();
-    }
-}
-
-/// The final marker at the program's exit.
-pub(crate) fn exit_label(status: ExitStatus) -> String {
-    match (status.code, status.signal) {
-        (Some(c), _) => format!("latch: the program exited with code {c}"),
-        (None, Some(s)) => format!("latch: the program was killed by signal {s}"),
-        _ => "latch: the program ended".to_owned(),
     }
 }
 

@@ -19,7 +19,7 @@ use tokio::sync::{oneshot, Notify};
 const STACK: usize = 256 * 1024;
 /// Output queued for one writer at most before the daemon stops queueing and
 /// later re-reads the ring (SPEC §8 `CAST_QUEUE_BYTES`).
-pub(crate) const QUEUE_BYTES: usize = latch_wire::limits::OUTPUT_RING_BYTES;
+pub(crate) const QUEUE_BYTES: usize = latch_wire::limits::CAST_QUEUE_BYTES;
 /// Room kept for the final marker under `--max-bytes`.
 pub(crate) const FINAL_RESERVE: u64 = 256;
 

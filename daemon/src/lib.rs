@@ -43,6 +43,7 @@ macro_rules! log {
 }
 
 mod cast;
+mod cast_session;
 mod cast_writer;
 mod conn;
 mod create;
@@ -116,7 +117,7 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     let signals = serve::Signals::install();
     // `new --cast`: the file is opened before the program exists, so the
     // recording has its first byte (SPEC §4.8).
-    let cast = match spec.cast.as_ref().map(cast::open_first).transpose() {
+    let cast = match spec.cast.as_ref().map(cast_session::open_first).transpose() {
         Ok(c) => c,
         Err((kind, message)) => {
             report_failure(kind, &message);
@@ -128,7 +129,7 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
         Err(e) => {
             log!("creation of {} failed ({}): {}", spec.id, e.kind, e.message);
             if let (Some(file), Some(c)) = (cast, spec.cast.as_ref()) {
-                cast::discard(&c.file, &file);
+                cast_session::discard(&c.file, &file);
             }
             report_failure(e.kind, &e.message);
             return 1;

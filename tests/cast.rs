@@ -133,7 +133,8 @@ fn a_stalled_reader_never_slows_the_program_and_the_loss_is_said() {
         .stdout(std::fs::File::create(&sink).unwrap())
         .spawn()
         .unwrap();
-    let flood = "read go; yes 0123456789abcdef | head -c 20000000; echo FLOOD''DONE; read stay";
+    let flood = "read go; yes 0123456789abcdef | head -c 20000000; echo FLOOD''DONE; read stay; \
+                 echo AFTER''LOSS; read z";
     reg.new_session("f", &["sh", "-c", flood]);
     // The FIFO is taken once its reader has it open (bounded poll).
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -162,6 +163,19 @@ fn a_stalled_reader_never_slows_the_program_and_the_loss_is_said() {
         .status()
         .unwrap()
         .success());
+    // Once the writer has drained, the daemon finds its ring moved on: the loss
+    // is counted, and the recording goes on live (bounded poll).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let v = reg.run(&["status", "f", "--json"]).json();
+        if v["casts"][0]["droppedBytes"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    reg.run(&["send", "f", "--keys", "Enter"]).ok();
+    reg.wait_for("f", "AFTERLOSS");
     reg.run(&["cast", "f", "--stop"]).ok();
     assert!(reader.wait().unwrap().success());
     let (_, events) = read_cast(&sink);
@@ -171,8 +185,15 @@ fn a_stalled_reader_never_slows_the_program_and_the_loss_is_said() {
         "no loss marker: {marks:?}"
     );
     assert_eq!(marks.last().unwrap(), "latch: recording stopped");
-    // After the loss, a fresh screen that shows the end of the flood.
-    assert!(output(&events).contains("FLOODDONE"));
+    // After the loss, a fresh screen that shows the end of the flood, then live
+    // output again.
+    let lost = events
+        .iter()
+        .position(|e| e[1] == "m" && e[2].as_str().unwrap().contains("bytes lost"))
+        .unwrap();
+    let after = output(&events[lost..]);
+    assert!(after.contains("FLOODDONE"), "{after:.300}");
+    assert!(after.contains("AFTERLOSS"), "{marks:?}");
 }
 
 #[test]

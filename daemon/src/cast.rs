@@ -103,6 +103,8 @@ impl Cast {
 pub(crate) struct Starting {
     cast: Cast,
     opened: Option<oneshot::Receiver<Result<(), OpenError>>>,
+    /// Counts it among the recordings until it is added or dropped.
+    _slot: std::rc::Rc<()>,
 }
 
 impl Starting {
@@ -135,6 +137,8 @@ pub(crate) struct Casts {
     /// Writers wake the daemon through this (queue drained, or ended).
     pub wake: Arc<Notify>,
     facts: HeaderFacts,
+    /// One more reference per recording whose file is being opened.
+    opening: std::rc::Rc<()>,
 }
 
 impl Casts {
@@ -144,6 +148,7 @@ impl Casts {
             finishing: Vec::new(),
             wake: Arc::new(Notify::new()),
             facts,
+            opening: std::rc::Rc::new(()),
         }
     }
 
@@ -153,7 +158,8 @@ impl Casts {
         if !req.file.starts_with('/') {
             return invalid(format!("{:?} is not an absolute path", req.file));
         }
-        if self.list.len() >= CASTS_MAX {
+        let opening = std::rc::Rc::strong_count(&self.opening) - 1;
+        if self.list.len() + opening >= CASTS_MAX {
             return invalid(format!("{CASTS_MAX} recordings are active already"));
         }
         match req.max_bytes {
@@ -196,7 +202,11 @@ impl Casts {
             dropped: 0,
             done,
         };
-        Ok(Starting { cast, opened })
+        Ok(Starting {
+            cast,
+            opened,
+            _slot: self.opening.clone(),
+        })
     }
 
     /// Makes an opened recording active at `cursor`: the header, then `screen`

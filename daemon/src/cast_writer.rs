@@ -264,8 +264,8 @@ impl Writer<'_> {
                 event(t, "o", &text)
             }
             Msg::Resize(t, rows, cols) => event(t, "r", &format!("{cols}x{rows}")),
-            Msg::Marker(t, label) => event(t, "m", &label),
-            Msg::End(t, label) => {
+            // A sequence cut before a loss is never completed (SPEC §4.8).
+            Msg::Marker(t, label) | Msg::End(t, label) => {
                 let rest = std::mem::take(&mut self.carry);
                 if !rest.is_empty() {
                     self.line(&event(t, "o", &String::from_utf8_lossy(&rest)))?;

@@ -72,6 +72,19 @@ fn wait_final(path: &Path) -> (Value, Vec<Value>) {
     }
 }
 
+/// Waits until `id`'s events hold every one of `want` (bounded poll).
+fn wait_events(reg: &Reg, id: &str, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ev = reg.run(&["events", id, "--json"]).ok().to_owned();
+        if want.iter().all(|w| ev.contains(w)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{want:?} not in {ev}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 const MIX: &str = r#"printf 'before\n'; read go
 printf '\033[0m'; clear
 printf '\033[1;31mred bold\033[0m \033[42mgreen bg\033[0m 界面 wide\n'
@@ -110,7 +123,9 @@ fn asciinema_plays_a_recording_back_to_the_same_screen() {
         .unwrap();
     assert!(out.status.success(), "asciinema cat: {out:?}");
     let played_len = std::fs::metadata(&played).unwrap().len();
-    assert!(played_len > 5_000_000, "played {played_len} bytes");
+    // All of it, unless the writer fell behind, which it then said.
+    let lost = markers(&events).iter().any(|m| m.contains("bytes lost"));
+    assert!(played_len > 5_000_000 || lost, "played {played_len} bytes");
 
     let script = format!("read go; cat '{}'; read stay", played.display());
     reg.new_session("b", &["sh", "-c", &script]);
@@ -281,11 +296,11 @@ fn a_mid_session_recording_starts_with_the_screen_and_says_who_it_is() {
     assert!(output(&events).contains("LATER"));
     let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
-    // Start and stop are events.
-    let ev = reg.run(&["events", "m", "--json"]).ok().to_owned();
-    assert!(
-        ev.contains("\"cast_start\"") && ev.contains("\"cast_stop\""),
-        "{ev}"
+    // Start and stop are events, recorded by the event writer (bounded poll).
+    wait_events(
+        &reg,
+        "m",
+        &["\"cast_start\"", "\"cast_stop\"", "\"stopped\""],
     );
     // Nothing is left to stop.
     let v = reg.run(&["status", "m", "--json"]).json();
@@ -316,15 +331,7 @@ fn max_bytes_ends_the_recording_with_a_final_marker() {
         .unwrap()
         .contains("--max-bytes 8192 reached"));
     // It is no longer active, and its stop says why.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let ev = reg.run(&["events", "b", "--json"]).ok().to_owned();
-        if ev.contains("\"max-bytes\"") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{ev}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_events(&reg, "b", &["\"max-bytes\""]);
     let v = reg.run(&["status", "b", "--json"]).json();
     assert_eq!(v["casts"], serde_json::json!([]));
 }

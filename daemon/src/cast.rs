@@ -446,7 +446,7 @@ fn catch_up(
     let held = log.since(lag.from, usize::MAX);
     let t_now = cast.t0.elapsed().as_secs_f64();
     if held.dropped > 0 {
-        let lost = held.end - lag.from;
+        let lost = held.end.saturating_sub(lag.from);
         cast.dropped += lost;
         let label = format!("latch: {lost} bytes lost: the recording fell behind");
         cast.send(Msg::Marker(t_now, label));
@@ -461,7 +461,7 @@ fn catch_up(
     let bytes = held.bytes;
     let piece = |a: u64, b: u64| {
         let at = |c: u64| {
-            usize::try_from(c - held.start)
+            usize::try_from(c.saturating_sub(held.start))
                 .unwrap_or(0)
                 .min(bytes.len())
         };
@@ -507,6 +507,74 @@ pub(crate) fn incarnation_file(file: &str, n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use latch_wire::limits::OUTPUT_RING_BYTES;
+
+    /// A recording held back by its writer, within the ring: the missed output
+    /// comes back whole, from the ring, at the times it was read, with a resize
+    /// in its place; beyond the ring, the loss is said and a screen follows.
+    #[test]
+    fn a_lagging_recording_catches_up_from_the_ring_at_the_noted_times() {
+        let facts = HeaderFacts {
+            own: SessionRef::new(
+                latch_wire::SessionId::new("t").unwrap(),
+                latch_wire::Incarnation::from_parts([1; 16], [2; 16]),
+            ),
+            title: "t".into(),
+            term: None,
+            shell: None,
+        };
+        let mut casts = Casts::new(facts);
+        let (tx, rx) = mpsc::channel();
+        let (_done_tx, done) = oneshot::channel();
+        let shared = Arc::new(Shared::default());
+        casts.list.push(Cast {
+            file: "/t".into(),
+            tx,
+            shared: shared.clone(),
+            t0: Instant::now(),
+            start_cursor: 0,
+            started_at_ms: 0,
+            max_bytes: None,
+            lag: None,
+            dropped: 0,
+            done,
+        });
+        let mut log = OutputLog::default();
+        fn push(casts: &mut Casts, log: &mut OutputLog, bytes: &[u8]) {
+            let from = log.cursor();
+            log.push(bytes, 0);
+            casts.output(bytes, from, &[]);
+        }
+        shared.queued.store(QUEUE_BYTES, Ordering::SeqCst);
+        push(&mut casts, &mut log, b"one ");
+        casts.resize(30, 100, 4);
+        push(&mut casts, &mut log, b"two");
+        assert!(rx.try_recv().is_err(), "nothing is queued while it lags");
+        shared.queued.store(0, Ordering::SeqCst);
+        let mut screen = || (Bytes::from_static(b"SCREEN"), (30, 100));
+        assert!(casts.settle(&log, &mut screen).is_empty());
+        let got: Vec<Msg> = rx.try_iter().collect();
+        let (t1, t2) = match &got[..] {
+            [Msg::Output(t1, a), Msg::Resize(_, 30, 100), Msg::Output(t2, b)] => {
+                assert_eq!((&a[..], &b[..]), (&b"one "[..], &b"two"[..]));
+                (*t1, *t2)
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(t1 <= t2, "each read keeps its own time, in order");
+
+        // Now past the ring: the loss, then a fresh screen.
+        shared.queued.store(QUEUE_BYTES, Ordering::SeqCst);
+        push(&mut casts, &mut log, &vec![b'x'; OUTPUT_RING_BYTES + 10]);
+        shared.queued.store(0, Ordering::SeqCst);
+        casts.settle(&log, &mut screen);
+        let got: Vec<Msg> = rx.try_iter().collect();
+        assert!(
+            matches!(&got[..], [Msg::Marker(_, m), Msg::Output(_, s)]
+                if m.contains(&format!("{} bytes lost", OUTPUT_RING_BYTES + 10)) && &s[..] == b"SCREEN"),
+            "{got:?}"
+        );
+    }
 
     #[test]
     fn each_incarnation_gets_its_own_file() {

@@ -231,7 +231,11 @@ impl Writer<'_> {
             let weight = msg.weight();
             let last = matches!(msg, Msg::End(..));
             let step = self.write(msg);
-            let left = self.shared.queued.fetch_sub(weight, Ordering::SeqCst) - weight;
+            let left = self
+                .shared
+                .queued
+                .fetch_sub(weight, Ordering::SeqCst)
+                .saturating_sub(weight);
             // Room again: the daemon catches up from its ring (SPEC §4.8).
             if left < QUEUE_BYTES / 2 && self.shared.lagging.swap(false, Ordering::SeqCst) {
                 self.wake.notify_one();

@@ -925,6 +925,17 @@ fn a_recording_through_ssh_is_written_on_the_host() {
     s.alpha.wait_for("c1", "on-the-host");
     let rel = s.run(&["--host", "alpha", "cast", "c1", "here.cast"]);
     assert_eq!(rel.code, 2, "{rel:?}");
+    let rel = s.run(&[
+        "--host",
+        "alpha",
+        "new",
+        "-d",
+        "--cast",
+        "here.cast",
+        "--",
+        "true",
+    ]);
+    assert_eq!(rel.code, 2, "{rel:?}");
     let file = s.dir.path().join("remote.cast");
     let file_s = file.to_str().unwrap();
     let started = s.run(&["--host", "alpha", "cast", "c1", file_s, "--json"]);

@@ -143,11 +143,12 @@ pub(crate) fn absolute(file: &Path, remote: bool) -> Result<String, ClientError>
         .map_err(|_| usage("the cast file's path is not UTF-8"))
 }
 
-/// `new --cast FILE`: the creation's recording, from its first byte.
+/// `new --cast FILE`: the creation's recording, from its first byte (`remote`:
+/// through `--host`, where FILE must be absolute).
 pub(crate) fn new_spec(
     file: Option<&Path>,
+    remote: bool,
 ) -> Result<Option<latch_registry::CastSpec>, ClientError> {
-    let remote = crate::bridge::active();
     file.map(|f| {
         Ok(latch_registry::CastSpec {
             file: absolute(f, remote)?,

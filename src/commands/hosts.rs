@@ -266,6 +266,10 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
     let Some(command) = cli.command else {
         return relay_exec(&route, false);
     };
+    // The cast file is the host's: this directory means nothing there (SPEC §4.8).
+    if let Command::New(a) = &command {
+        crate::commands::cast::new_spec(a.cast.as_deref(), true)?;
+    }
     match command {
         Command::Ls {
             tags,

@@ -63,6 +63,8 @@ pub struct Preconditions {
 pub enum Command {
     /// Create a session (and attach to it, unless -d).
     New(NewArgs),
+    /// Record a running session into FILE as asciicast v2, or stop recording it.
+    Cast(crate::commands::cast::CastArgs),
     /// Attach this terminal to a session (without REF: the most recently used
     /// running one).
     #[command(visible_alias = "a")]
@@ -406,6 +408,9 @@ pub struct NewArgs {
     /// patch --id`.
     #[arg(long, value_name = "CMD")]
     pub resume_cmd: Option<String>,
+    /// Record the session from its first byte into FILE, as asciicast v2 (SPEC §4.8).
+    #[arg(long, value_name = "FILE", conflicts_with = "attach_or_create")]
+    pub cast: Option<PathBuf>,
     /// The program and its arguments (default $SHELL).
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -493,6 +498,10 @@ pub enum EventType {
     SessionRespawn,
     /// The restarts ran out.
     SessionFlapping,
+    /// A recording began.
+    CastStart,
+    /// A recording ended.
+    CastStop,
 }
 
 impl EventType {
@@ -511,6 +520,8 @@ impl EventType {
             Self::CursorVisible => kind::CURSOR_VISIBLE,
             Self::SessionRespawn => kind::SESSION_RESPAWN,
             Self::SessionFlapping => kind::SESSION_FLAPPING,
+            Self::CastStart => kind::CAST_START,
+            Self::CastStop => kind::CAST_STOP,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Dispatch, and the helpers every command shares; one module per group of
 //! commands.
 
+pub(crate) mod cast;
 pub(crate) mod emit;
 mod hosts;
 mod lifecycle;
@@ -129,6 +130,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Daemon { root, spec } => lifecycle::daemon(root, spec),
         Command::Bridge => Ok(crate::bridge::run()),
         Command::New(args) => sessions::new(root, args, json),
+        Command::Cast(args) => cast::run(root, &args, json),
         Command::Attach {
             reference,
             pre,

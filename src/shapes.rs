@@ -219,6 +219,9 @@ pub struct StatusJson {
     /// The terminal's foreground process group, from `/proc`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub foreground: Option<ForegroundJson>,
+    /// The active recordings (SPEC §4.8), from a daemon of version 3.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub casts: Option<Vec<crate::commands::cast::CastJson>>,
 }
 
 /// `shell` of `status --json`.
@@ -565,8 +568,24 @@ mod tests {
             last_output_at: with.then_some(None),
             shell: with.then(shell),
             foreground: with.then_some(ForegroundJson { pid: 9, name: None }),
+            casts: with.then(Vec::new),
         };
         check(&shapes, "status", v(&status(true)), v(&status(false)));
+        let cast = crate::commands::cast::CastJson {
+            file: "/c".into(),
+            bytes: 1,
+            start_cursor: 0,
+            dropped_bytes: 0,
+            started_at: 2,
+            max_bytes: None,
+        };
+        check(&shapes, "cast", v(&cast), v(&cast));
+        let casts = crate::commands::cast::CastsJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            casts: vec![cast],
+        };
+        check(&shapes, "casts", v(&casts), v(&casts));
         check(&shapes, "shell", v(&shell()), v(&shell()));
         let fg = ForegroundJson {
             pid: 1,
@@ -676,7 +695,7 @@ mod tests {
             error: with.then(|| "e".into()),
         };
         check(&shapes, "resurrected", v(&res(true)), v(&res(false)));
-        assert_eq!(shapes.len(), 22, "a shape in SPEC §10 without a type here");
+        assert_eq!(shapes.len(), 24, "a shape in SPEC §10 without a type here");
     }
 
     fn shell() -> ShellJson {

@@ -914,3 +914,44 @@ fn remote_attach_and_wait_behave_as_on_the_host() {
         "running"
     );
 }
+
+/// `cast --host` (SPEC §4.8): the frames go through the bridge, the file is the
+/// host's, and a relative FILE (the caller's cwd means nothing there) is refused.
+#[test]
+fn a_recording_through_ssh_is_written_on_the_host() {
+    let s = Sshd::start();
+    s.alpha
+        .new_session("c1", &["sh", "-c", "echo on-the-host; read x"]);
+    s.alpha.wait_for("c1", "on-the-host");
+    let rel = s.run(&["--host", "alpha", "cast", "c1", "here.cast"]);
+    assert_eq!(rel.code, 2, "{rel:?}");
+    let rel = s.run(&[
+        "--host",
+        "alpha",
+        "new",
+        "-d",
+        "--cast",
+        "here.cast",
+        "--",
+        "true",
+    ]);
+    assert_eq!(rel.code, 2, "{rel:?}");
+    let file = s.dir.path().join("remote.cast");
+    let file_s = file.to_str().unwrap();
+    let started = s.run(&["--host", "alpha", "cast", "c1", file_s, "--json"]);
+    assert_eq!(started.code, 0, "{started:?}");
+    assert_eq!(started.json()["casts"][0]["file"], file_s);
+    let stopped = s.run(&["cast", "alpha:c1", "--stop"]);
+    assert_eq!(stopped.code, 0, "{stopped:?}");
+    // Its writer ends on its own thread: a bounded poll for the final marker.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&file).unwrap();
+        if text.contains("latch: recording stopped") {
+            break text;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(text.contains("on-the-host"), "{text}");
+}

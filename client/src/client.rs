@@ -169,6 +169,8 @@ pub struct NewSession {
     /// `latch resurrect`: the predecessor's checkpointed screen, drawn before the
     /// program starts.
     pub initial_screen: Option<String>,
+    /// Record from the first byte into this file (SPEC.md §4.8).
+    pub cast: Option<latch_registry::CastSpec>,
 }
 
 /// A handle on one registry.
@@ -329,6 +331,7 @@ impl Client {
             owner: new.owner,
             shell_integration: new.shell_integration,
             supervision,
+            cast: new.cast,
         };
         spawn_daemon(&self.registry, &self.daemon_program, &spec)
     }

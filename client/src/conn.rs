@@ -236,6 +236,13 @@ impl Bound {
         self.conn.run(op)
     }
 
+    /// CAST_START or CASTS (SPEC.md §4.8): starts, lists or stops recordings; the
+    /// daemon's answer. A version-2 daemon: [`ClientError::Protocol`] (exit 8).
+    pub fn casts(&mut self, frame: ClientFrame) -> Result<Vec<latch_wire::CastInfo>, ClientError> {
+        let op = proto::casts(&self.conn.negotiated, frame)?;
+        self.conn.run(op)
+    }
+
     /// One snapshot of the screen.
     pub fn peek(&mut self, opts: PeekOptions) -> Result<Bytes, ClientError> {
         self.conn.run(proto::peek(opts))

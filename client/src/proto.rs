@@ -364,6 +364,24 @@ pub(crate) fn output_since(
     })
 }
 
+/// CAST_START or CASTS (SPEC.md §4.8): the recordings the daemon answers with.
+/// A version-2 daemon records nothing: a protocol mismatch (exit 8), nothing sent.
+pub(crate) fn casts(
+    negotiated: &Negotiated,
+    frame: ClientFrame,
+) -> Result<Op<Vec<latch_wire::CastInfo>>, ClientError> {
+    needs_version(negotiated, CURSORS_VERSION, "recordings")?;
+    Ok(Op {
+        send: vec![frame],
+        step: Box::new(|f| {
+            Step::Done(reply(f).and_then(|f| match f {
+                ServerFrame::Casts(c) => Ok(c),
+                other => Err(unexpected(&other)),
+            }))
+        }),
+    })
+}
+
 /// A mismatch unless the connection speaks `version` or later.
 pub(crate) fn needs_version(
     negotiated: &Negotiated,

@@ -225,6 +225,11 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
         };
         let outs = client.with_conn(|conn| conn.handle(std::time::Instant::now(), frame, env));
         for out in outs {
+            // The one effect that waits (for its writer's open, SPEC §4.8).
+            if let Out::Effect(Effect::CastStart(req)) = out {
+                session.cast_start(client, req).await;
+                continue;
+            }
             carry_out(session, client, out);
         }
         // A PEEK the reply budget could not take yet waits here (SPEC.md §8).
@@ -330,6 +335,12 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
                 }
                 Effect::OutputSince { since, max } => {
                     session.output_since(client, since, max);
+                    Ok(())
+                }
+                // Carried out by the read loop, which waits for it.
+                Effect::CastStart(_) => Ok(()),
+                Effect::Casts { stop } => {
+                    session.casts_reply(client, stop);
                     Ok(())
                 }
             };

@@ -43,6 +43,16 @@ impl OutputLog {
         self.last_output_ms = Some(now_ms);
     }
 
+    /// The output cursor.
+    pub fn cursor(&self) -> u64 {
+        self.ring.cursor()
+    }
+
+    /// The shell's marks in the last push.
+    pub fn marks(&self) -> &[Mark] {
+        &self.marks
+    }
+
     /// STATUS3's output facts.
     pub fn facts(&self) -> OutputFacts {
         OutputFacts {

@@ -42,6 +42,9 @@ macro_rules! log {
     };
 }
 
+mod cast;
+mod cast_session;
+mod cast_writer;
 mod checkpoint;
 mod conn;
 mod create;
@@ -123,10 +126,22 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
             return 1;
         }
     };
+    // `new --cast`: the file is opened before the program exists, so the
+    // recording has its first byte (SPEC §4.8).
+    let cast = match spec.cast.as_ref().map(cast_session::open_first).transpose() {
+        Ok(c) => c,
+        Err((kind, message)) => {
+            report_failure(kind, &message);
+            return 1;
+        }
+    };
     let mut created = match create::create(&root, &spec, supervisor.clone()) {
         Ok(c) => c,
         Err(e) => {
             log!("creation of {} failed ({}): {}", spec.id, e.kind, e.message);
+            if let (Some(file), Some(c)) = (cast, spec.cast.as_ref()) {
+                cast_session::discard(&c.file, &file);
+            }
             report_failure(e.kind, &e.message);
             return 1;
         }
@@ -141,6 +156,9 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     logging::rotate_at(created.claim.log_path(), created.claim.rotated_log_path());
     let (session, listener) = session::Session::new(created, &spec);
     let session = std::rc::Rc::new(session);
+    if let (Some(file), Some(c)) = (cast, spec.cast.as_ref()) {
+        session.start_first_cast(file, c);
+    }
     if let Err(e) = report(&ready) {
         // The creator never learnt about this session: it must not linger as a
         // creation nobody asked for.

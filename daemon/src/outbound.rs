@@ -208,6 +208,8 @@ pub(crate) fn cost(item: &Outbound) -> usize {
                     + c.shell.cwd.as_ref().map_or(0, String::len)
             }
             ServerFrame::Bound { id, .. } => id.as_str().len(),
+            ServerFrame::Casts(c) => c.iter().map(|c| c.file.len() + 48).sum(),
+            ServerFrame::Unassigned13(never) | ServerFrame::Unassigned14(never) => match *never {},
             ServerFrame::Geometry { .. }
             | ServerFrame::Exit(_)
             | ServerFrame::Pong(_)

@@ -138,6 +138,7 @@ pub(crate) async fn supervise(
     sup: Rc<Supervisor>,
 ) -> i32 {
     let mut spec = spec;
+    let mut respawns: u32 = 0;
     loop {
         let own = session.own.clone();
         // The screen kept against a reboot (SPEC.md §9.18), one task per creation.
@@ -179,6 +180,19 @@ pub(crate) async fn supervise(
         );
         session = Rc::new(s);
         listener = l;
+        respawns += 1;
+        // `new --cast`: each incarnation is recorded into its own file, FILE.N,
+        // before its first byte is read (SPEC §4.8).
+        if let Some(first) = spec.cast.as_ref() {
+            let next = latch_registry::CastSpec {
+                file: crate::cast::incarnation_file(&first.file, respawns),
+                max_bytes: first.max_bytes,
+            };
+            match crate::cast_session::open_first(&next) {
+                Ok(file) => session.start_first_cast(file, &next),
+                Err((_, message)) => log!("not recording this incarnation: {message}"),
+            }
+        }
     }
 }
 

@@ -78,6 +78,7 @@ pub(crate) async fn serve(
     let accept = tokio::task::spawn_local(conn::accept_loop(session.clone(), listener));
     let reader = tokio::task::spawn_local(pump_output(session.clone()));
     let writer = tokio::task::spawn_local(pump_input(session.clone()));
+    let casts = tokio::task::spawn_local(crate::cast::pump(session.clone()));
 
     let status = watch_child(&session, signals, sup).await;
     log!(
@@ -107,6 +108,9 @@ pub(crate) async fn serve(
             break;
         }
     }
+    // The recordings' writers finish their files (their final markers), bounded.
+    casts.abort();
+    session.finish_casts(Instant::now() + FLUSH_AT_EXIT).await;
     0
 }
 

@@ -85,13 +85,13 @@ pub(crate) struct Session {
     pub child_pid: u32,
     legacy_policy: LegacyPolicy,
     owner: Option<Owner>,
-    claim: Claim,
+    pub(crate) claim: Claim,
     /// The PTY master.
     pub master: AsyncFd<OwnedFd>,
     /// The program, through its pidfd.
     pub child: AsyncFd<ChildProc>,
-    term: RefCell<screen::Emulator>,
-    size: Cell<(u16, u16)>,
+    pub(crate) term: RefCell<screen::Emulator>,
+    pub(crate) size: Cell<(u16, u16)>,
     attached: RefCell<Vec<Attached>>,
     clients: RefCell<HashMap<u64, Rc<Peer>>>,
     next_client: Cell<u64>,
@@ -111,7 +111,9 @@ pub(crate) struct Session {
     /// Per terminal-event type, its rate limit (SPEC §9.9).
     event_buckets: RefCell<HashMap<&'static str, Bucket>>,
     /// The output cursor, the ring and the shell's marks (SPEC §4.6, §8).
-    log: RefCell<OutputLog>,
+    pub(crate) log: RefCell<OutputLog>,
+    /// The recordings (SPEC §4.8).
+    pub(crate) casts: RefCell<crate::cast::Casts>,
     /// Wakes the checkpoint task: the program wrote (SPEC §9.18).
     pub output_seen: Notify,
 }
@@ -135,6 +137,7 @@ impl Session {
     pub fn new(created: Created, spec: &CreateSpec) -> (Self, UnixListener) {
         let rows = NonZeroU16::new(spec.rows).unwrap_or(NonZeroU16::MIN);
         let cols = NonZeroU16::new(spec.cols).unwrap_or(NonZeroU16::MIN);
+        let facts = cast_facts(&created, spec);
         let session = Self {
             own: created.claim.own().clone(),
             display_name: spec.display_name.clone(),
@@ -167,6 +170,7 @@ impl Session {
             event_buckets: RefCell::new(HashMap::new()),
             log: RefCell::new(OutputLog::default()),
             output_seen: Notify::new(),
+            casts: RefCell::new(crate::cast::Casts::new(facts)),
         };
         if let Some(screen) = &spec.supervision.initial_screen {
             crate::checkpoint::draw(&mut session.term.borrow_mut(), screen);
@@ -277,7 +281,12 @@ impl Session {
         for id in cut {
             self.detach(id);
         }
-        self.log.borrow_mut().push(data, latch_registry::now_ms());
+        {
+            let mut log = self.log.borrow_mut();
+            let from = log.cursor();
+            log.push(data, latch_registry::now_ms());
+            self.casts.borrow_mut().output(data, from, log.marks());
+        }
         self.term.borrow_mut().push(data);
         self.settle();
         self.output_seen.notify_one();
@@ -321,7 +330,7 @@ impl Session {
     /// Acts on what the emulator produced besides the screen: its answers to the
     /// program's queries go to the program's input queue, and terminal events go
     /// to the event log, as far as each type's `Bucket` allows (SPEC §4.4, §9.9).
-    fn settle(&self) {
+    pub(crate) fn settle(&self) {
         let (answers, events) = {
             let mut term = self.term.borrow_mut();
             (term.take_answers(), term.take_events())
@@ -753,6 +762,8 @@ impl Session {
         }
         self.settle();
         self.size.set((rows, cols));
+        let cursor = self.log.borrow().cursor();
+        self.casts.borrow_mut().resize(rows, cols, cursor);
         self.broadcast(|| Outbound::Strict(ServerFrame::Geometry { rows, cols }));
     }
 
@@ -783,6 +794,8 @@ impl Session {
             exited_at_ms: latch_registry::now_ms(),
         };
         let screen = self.final_screen(exit.clone());
+        // Every recording ends here, its cast_stop before session_exit (SPEC §4.8).
+        self.end_casts(&crate::cast::exit_label(status), "exit");
         self.claim.finish(exit, Some(screen), self.draining());
         // EXIT reaches every attached client, after a fresh screen for any that is
         // behind, whatever the bound.
@@ -881,6 +894,19 @@ impl Session {
         };
         let json = status::legacy_json(&self.status(), &facts);
         Outbound::Legacy(LegacyServerFrame::Status(Bytes::from(json.to_string())))
+    }
+}
+
+/// What a recording's header says of the creation (SPEC §4.8).
+fn cast_facts(created: &Created, spec: &CreateSpec) -> crate::cast::HeaderFacts {
+    crate::cast::HeaderFacts {
+        own: created.claim.own().clone(),
+        title: spec
+            .display_name
+            .clone()
+            .unwrap_or_else(|| spec.id.to_string()),
+        term: spec.env.get("TERM").cloned(),
+        shell: spec.env.get("SHELL").cloned(),
     }
 }
 

@@ -59,6 +59,7 @@ fn spec(id: &str, command: &[&str]) -> CreateSpec {
         owner: None,
         shell_integration: Default::default(),
         supervision: Default::default(),
+        cast: None,
     }
 }
 

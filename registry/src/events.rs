@@ -56,8 +56,12 @@ pub mod kind {
     pub const SESSION_RESPAWN: &str = "session_respawn";
     /// The restarts ran out inside their window (SPEC §9.16).
     pub const SESSION_FLAPPING: &str = "session_flapping";
+    /// A recording began (`file`, `startCursor`; SPEC §4.8).
+    pub const CAST_START: &str = "cast_start";
+    /// A recording ended (`file`, `reason`, `bytes`, `droppedBytes`).
+    pub const CAST_STOP: &str = "cast_stop";
     /// Every type a build of this version writes, in SPEC.md §9.9's order.
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 13] = [
         SESSION_START,
         SESSION_EXIT,
         METADATA_CHANGE,
@@ -69,6 +73,8 @@ pub mod kind {
         CURSOR_VISIBLE,
         SESSION_RESPAWN,
         SESSION_FLAPPING,
+        CAST_START,
+        CAST_STOP,
     ];
 }
 
@@ -172,6 +178,28 @@ pub enum EventKind {
         /// The window, in ms.
         window_ms: u64,
     },
+    /// A recording began (SPEC.md §4.8).
+    #[serde(rename_all = "camelCase")]
+    CastStart {
+        /// The file, an absolute path.
+        file: String,
+        /// The output cursor it begins at.
+        start_cursor: u64,
+        /// Its `--max-bytes`, if any.
+        max_bytes: Option<u64>,
+    },
+    /// A recording ended (SPEC.md §4.8).
+    #[serde(rename_all = "camelCase")]
+    CastStop {
+        /// The file, an absolute path.
+        file: String,
+        /// `stopped`, `max-bytes`, `exit` or `failed`.
+        reason: String,
+        /// Bytes its writer had written when it ended (the final marker may follow).
+        bytes: u64,
+        /// Output bytes it lost behind the ring.
+        dropped_bytes: u64,
+    },
 }
 
 /// One event of one creation: `{"ts", "type", "id", "incarnation", ...}`.
@@ -220,6 +248,8 @@ impl EventKind {
             EventKind::CursorVisible { .. } => kind::CURSOR_VISIBLE,
             EventKind::SessionRespawn { .. } => kind::SESSION_RESPAWN,
             EventKind::SessionFlapping { .. } => kind::SESSION_FLAPPING,
+            EventKind::CastStart { .. } => kind::CAST_START,
+            EventKind::CastStop { .. } => kind::CAST_STOP,
         }
     }
 }

@@ -45,7 +45,7 @@ pub use lock::{SessionLock, DEFAULT_LOCK_WAIT};
 pub use proc::{PidFd, ProcIdentity, ProofError};
 pub use record::{ExitRecord, Record, RECORD_VERSION};
 pub use screen::{FinalScreen, FINAL_SCREEN_VERSION};
-pub use spec::{CreateSpec, ReadyMessage};
+pub use spec::{CastSpec, CreateSpec, ReadyMessage};
 
 use latch_wire::{Incarnation, SessionId};
 

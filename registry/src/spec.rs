@@ -47,6 +47,9 @@ pub struct CreateSpec {
     /// Whether a lone shell is started with latch's integration (SPEC.md §4.6).
     #[serde(default)]
     pub shell_integration: crate::shell::Integration,
+    /// `new --cast FILE`: record from the first byte (SPEC.md §4.8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cast: Option<CastSpec>,
     /// Supervision (SPEC.md §9.16): the restart policy, the parent, `--rm`, the
     /// environment the record keeps, and what `latch resurrect` carries.
     #[serde(default, flatten)]
@@ -80,6 +83,17 @@ pub struct Supervision {
     /// the program starts (`latch resurrect`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial_screen: Option<String>,
+}
+
+/// A recording asked for at creation (SPEC.md §4.8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CastSpec {
+    /// The file to create, an absolute path.
+    pub file: String,
+    /// End the recording once its file would pass this many bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 /// The one JSON line a daemon writes to its readiness pipe.

@@ -160,6 +160,17 @@ fn event_types_match_spec() {
             restarts: 1,
             window_ms: 1,
         },
+        EventKind::CastStart {
+            file: "/c".into(),
+            start_cursor: 0,
+            max_bytes: None,
+        },
+        EventKind::CastStop {
+            file: "/c".into(),
+            reason: "exit".into(),
+            bytes: 1,
+            dropped_bytes: 0,
+        },
     ];
     assert_eq!(rows.len(), samples.len(), "{rows:?}");
     for (row, sample) in rows.iter().zip(samples) {

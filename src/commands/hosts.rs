@@ -41,6 +41,7 @@ fn reference_of(command: &Command) -> Option<&str> {
         | Command::Tag { target, .. }
         | Command::Rename { target, .. }
         | Command::Restart { target, .. } => Some(&target.reference),
+        Command::Cast(args) => Some(&args.target.reference),
         Command::Attach { reference, .. } | Command::Events { reference, .. } => {
             reference.as_deref()
         }
@@ -61,6 +62,7 @@ fn receipt_of(command: &Command) -> Option<&std::path::Path> {
         | Command::Tag { target, .. }
         | Command::Rename { target, .. }
         | Command::Restart { target, .. } => &target.pre,
+        Command::Cast(args) => &args.target.pre,
         Command::Attach { pre, .. } => pre,
         Command::Meta {
             op: MetaOp::Patch { pre, .. },
@@ -266,6 +268,8 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
     };
     if let Command::New(args) = &command {
         super::supervise::check_remote(&args.supervise)?;
+        // The cast file is the host's: this directory means nothing there (SPEC §4.8).
+        crate::commands::cast::new_spec(args.cast.as_deref(), true)?;
     }
     match command {
         Command::Ls {
@@ -421,6 +425,11 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             let waited = latch_client::wait_bound(bound, second, &condition, after, timeout.0);
             turns::print_waited(&relay.target.session, &condition, waited?, json)
         }
+        Command::Cast(args) => {
+            let mut relay = open_target(&route, root, &args.target, None)?;
+            let mut bound = bind(&mut relay, owner_of(&args.target.pre)?)?;
+            crate::commands::cast::run_bound(&mut bound, &args, json)
+        }
         Command::Resize { target, rows, cols } => {
             latch_wire::limits::check_size(rows, cols).map_err(|e| usage(e.to_string()))?;
             let mut relay = open_target(&route, root, &target, None)?;
@@ -444,7 +453,13 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                 Some((reply, output)) => (Some(reply), output),
                 None => (None, None),
             };
-            registry_ops::print_status(&record, &status, reply.as_ref(), output.as_ref(), json)
+            let casts = None;
+            registry_ops::print_status(
+                &record,
+                &status,
+                (reply.as_ref(), output.as_ref(), casts),
+                json,
+            )
         }
         Command::Kill {
             target,

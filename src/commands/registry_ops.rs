@@ -119,11 +119,18 @@ pub(crate) fn status(
         Some((reply, output)) => (Some(reply), output),
         None => (None, None),
     };
+    // Recordings (SPEC §4.8), from a daemon of version 3 that still runs.
+    let casts = match &output {
+        Some(_) => client
+            .connect(&target.session)
+            .ok()
+            .and_then(|mut b| crate::commands::cast::casts_of(&mut b)),
+        None => None,
+    };
     print_status(
         &target.record,
         &derived,
-        reply.as_ref(),
-        output.as_ref(),
+        (reply.as_ref(), output.as_ref(), casts),
         json,
     )
 }
@@ -133,8 +140,11 @@ pub(crate) fn status(
 pub(crate) fn print_status(
     r: &latch_registry::Record,
     derived: &SessionStatus,
-    daemon: Option<&latch_wire::StatusReply>,
-    output: Option<&latch_wire::OutputFacts>,
+    (daemon, output, casts): (
+        Option<&latch_wire::StatusReply>,
+        Option<&latch_wire::OutputFacts>,
+        Option<Vec<crate::commands::cast::CastJson>>,
+    ),
     json: bool,
 ) -> Result<i32, ClientError> {
     let hint = daemon.is_none().then(|| format!("latch rm {}", r.id));
@@ -153,6 +163,7 @@ pub(crate) fn print_status(
             last_output_at: output.map(|o| o.last_output_ms),
             shell: output.map(|o| ShellJson::from(&o.shell)),
             foreground,
+            casts,
         })?;
         return Ok(exit::OK);
     }
@@ -186,6 +197,9 @@ pub(crate) fn print_status(
     field("status", &status);
     field("command", &output::shell_join(&r.command));
     field("cwd", &r.cwd);
+    for c in casts.unwrap_or_default() {
+        field("recording", &format!("{} ({} bytes)", c.file, c.bytes));
+    }
     if !r.tags.is_empty() {
         let tags: Vec<String> = r.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
         field("tags", &tags.join(" "));

@@ -205,6 +205,7 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
     new.resume_command = super::resurrect::resume_argv(args.resume_cmd.as_deref())?;
     new.shell_integration = shell_integration(&client, args.no_shell_integration)?;
     super::supervise::apply(&args.supervise, &client, &mut new)?;
+    new.cast = crate::commands::cast::new_spec(args.cast.as_deref(), false)?;
     // -A: join the running session, else create it. Two racing calls both find
     // none; the daemon's creation under the session lock lets exactly one win
     // (SPEC.md §9.6) and the other joins the winner.

@@ -88,6 +88,8 @@ fn frame_name(f: &ServerFrame) -> &'static str {
         ServerFrame::Status3(_) => "STATUS3",
         ServerFrame::OutputRange(_) => "OUTPUT_RANGE",
         ServerFrame::Cut(_) => "CUT",
+        ServerFrame::Casts(_) => "CASTS",
+        ServerFrame::Unassigned13(never) | ServerFrame::Unassigned14(never) => match *never {},
     }
 }
 

@@ -106,6 +106,52 @@ pub enum ClientFrame {
         /// The most bytes wanted (the daemon sends fewer if its frame limit says so).
         max: u32,
     },
+    /// Index 12: allocated to another frame of version 3 (SPEC.md §4.1); never decodes here.
+    Unassigned12(Unassigned),
+    /// Index 13: allocated to another frame of version 3; never decodes here.
+    Unassigned13(Unassigned),
+    /// Index 14: allocated to another frame of version 3; never decodes here.
+    Unassigned14(Unassigned),
+    /// Index 15, version 3. Starts recording the session into a new file
+    /// (SPEC.md §4.8). Reply: [`ServerFrame::Casts`] naming the new recording.
+    CastStart(CastRequest),
+    /// Index 16, version 3. The active recordings; with `stop`, each is stopped
+    /// first (SPEC.md §4.8). Reply: [`ServerFrame::Casts`].
+    Casts {
+        /// Stop every active recording, and answer with those stopped.
+        stop: bool,
+    },
+}
+
+/// A frame index allocated to another feature: an enum without values, so that no
+/// bytes decode to it (postcard indexes variants by position, SPEC.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Unassigned {}
+
+/// CAST_START's fields (SPEC.md §4.1, §4.8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CastRequest {
+    /// The file to create, an absolute path.
+    pub file: String,
+    /// End the recording cleanly once its file would pass this many bytes.
+    pub max_bytes: Option<u64>,
+}
+
+/// One active recording, as CASTS reports it (SPEC.md §4.2, §4.8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CastInfo {
+    /// The file, an absolute path.
+    pub file: String,
+    /// Bytes written to the file so far.
+    pub bytes: u64,
+    /// The output cursor at which the recording began.
+    pub start_cursor: u64,
+    /// Output bytes the recording lost because its writer fell behind the ring.
+    pub dropped_bytes: u64,
+    /// When it began, ms since the Unix epoch.
+    pub started_at_ms: u64,
+    /// Its `--max-bytes`, if any.
+    pub max_bytes: Option<u64>,
 }
 
 /// A frame sent by a daemon to a client.
@@ -165,6 +211,13 @@ pub enum ServerFrame {
     /// SCREEN of the stream (the attach cut, a resynchronisation): the output cursor
     /// at that cut, which the OUTPUT after it continues from, and the shell there.
     Cut(CutFacts),
+    /// Index 13: allocated to another frame of version 3 (SPEC.md §4.2); never decodes here.
+    Unassigned13(Unassigned),
+    /// Index 14: allocated to another frame of version 3; never decodes here.
+    Unassigned14(Unassigned),
+    /// Index 15, version 3. Answer to [`ClientFrame::CastStart`] and
+    /// [`ClientFrame::Casts`]: recordings (SPEC.md §4.8).
+    Casts(Vec<CastInfo>),
 }
 
 /// STATUS of version 3 (SPEC.md §4.2): STATUS's fields, then the output's.

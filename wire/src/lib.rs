@@ -79,8 +79,9 @@ pub mod fuzzing;
 pub use codec::{ClientCodec, Framing, Inbound, Outbound, ServerCodec};
 pub use error::{CodecError, FrameError};
 pub use frame::{
-    AttachRequest, ClientFrame, CutFacts, ErrorCode, ExitStatus, LegacyPolicy, Limits, OutputFacts,
-    OutputRange, PeekRequest, ServerFrame, ShellFacts, ShellPhase, Size, Status3, StatusReply,
+    AttachRequest, CastInfo, CastRequest, ClientFrame, CutFacts, ErrorCode, ExitStatus,
+    LegacyPolicy, Limits, OutputFacts, OutputRange, PeekRequest, ServerFrame, ShellFacts,
+    ShellPhase, Size, Status3, StatusReply, Unassigned,
 };
 pub use ids::{
     Incarnation, IncarnationError, SessionId, SessionIdError, SessionRef, SessionRefError,

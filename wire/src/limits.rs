@@ -39,6 +39,13 @@ pub const INPUT_QUEUE_BYTES: usize = 1024 * 1024;
 /// The newest output a daemon keeps per creation for reads by output cursor
 /// (OUTPUT_SINCE), in bytes; allocated on the first output (SPEC.md §8).
 pub const OUTPUT_RING_BYTES: usize = 1024 * 1024;
+/// Recordings of one creation at once at most (SPEC.md §4.8, §8).
+pub const CASTS_MAX: usize = 4;
+/// Output queued for one recording's writer before the daemon stops queueing and
+/// later re-reads its ring (SPEC.md §4.8, §8).
+pub const CAST_QUEUE_BYTES: usize = 1024 * 1024;
+/// The least `--max-bytes` a recording takes: room for its header and final marker.
+pub const CAST_MAX_BYTES_MIN: u64 = 4096;
 /// Most answer bytes queued for the program at once (SPEC §8).
 pub const ANSWERS_QUEUED_MAX: usize = 4096;
 /// Largest terminal height a daemon accepts, in rows.

@@ -90,6 +90,13 @@ pub enum Effect {
         /// The most bytes wanted.
         max: u32,
     },
+    /// Start recording into a new file (version 3, SPEC.md §4.8).
+    CastStart(crate::frame::CastRequest),
+    /// Report the active recordings, stopping them first with `stop` (version 3).
+    Casts {
+        /// Stop them.
+        stop: bool,
+    },
 }
 
 impl Effect {
@@ -98,7 +105,7 @@ impl Effect {
     pub fn needs_program(&self) -> bool {
         matches!(
             self,
-            Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_)
+            Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_) | Self::CastStart(_)
         )
     }
 
@@ -106,7 +113,9 @@ impl Effect {
     pub fn is_mutating(&self) -> bool {
         match self {
             Self::Attach(AttachRequest { read_only, .. }) => !read_only,
-            Self::Peek(_) | Self::Detach | Self::OutputSince { .. } => false,
+            Self::Peek(_) | Self::Detach | Self::OutputSince { .. } | Self::Casts { .. } => false,
+            // A recording observes, but writes a file as the daemon's user.
+            Self::CastStart(_) => true,
             Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_) => true,
         }
     }
@@ -532,6 +541,26 @@ impl ServerConn {
                     );
                 }
                 Effect::OutputSince { since, max }
+            }
+            ClientFrame::CastStart(req) => {
+                if version < CURSORS_VERSION {
+                    self.state = ConnState::Closed;
+                    return refuse(ErrorCode::Malformed, "CAST_START needs version 3");
+                }
+                if read_only {
+                    return refuse(
+                        ErrorCode::ForbiddenByPolicy,
+                        "read-only client cannot start a recording",
+                    );
+                }
+                Effect::CastStart(req)
+            }
+            ClientFrame::Casts { stop } => {
+                if version < CURSORS_VERSION {
+                    self.state = ConnState::Closed;
+                    return refuse(ErrorCode::Malformed, "CASTS needs version 3");
+                }
+                Effect::Casts { stop }
             }
         };
         // Once the program has exited, nothing can reach it (SPEC.md §5.3).

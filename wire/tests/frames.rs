@@ -242,6 +242,11 @@ fn all_client_frames() -> Vec<ClientFrame> {
             since: 1 << 40,
             max: 65_536,
         },
+        ClientFrame::CastStart(latch_wire::CastRequest {
+            file: "/tmp/a.cast".into(),
+            max_bytes: None,
+        }),
+        ClientFrame::Casts { stop: false },
     ]
 }
 
@@ -306,6 +311,14 @@ fn all_server_frames() -> Vec<ServerFrame> {
                 last_exit: None,
             },
         }),
+        ServerFrame::Casts(vec![latch_wire::CastInfo {
+            file: "/tmp/a.cast".into(),
+            bytes: 1,
+            start_cursor: 2,
+            dropped_bytes: 3,
+            started_at_ms: 4,
+            max_bytes: Some(5000),
+        }]),
     ]
 }
 
@@ -593,13 +606,21 @@ fn client_frame_indices_are_pinned() {
             ClientFrame::Ping(_) => (9, "PING"),
             ClientFrame::Stop { .. } => (10, "STOP"),
             ClientFrame::OutputSince { .. } => (11, "OUTPUT_SINCE"),
+            // 12 to 14 are other features' (SPEC §4.1): nothing decodes to them here.
+            ClientFrame::Unassigned12(n)
+            | ClientFrame::Unassigned13(n)
+            | ClientFrame::Unassigned14(n) => match *n {},
+            ClientFrame::CastStart(_) => (15, "CAST_START"),
+            ClientFrame::Casts { .. } => (16, "CASTS"),
         }
     }
     let frames = all_client_frames();
-    assert_eq!(frames.len(), 12);
-    for (i, f) in frames.iter().enumerate() {
+    assert_eq!(frames.len(), 14);
+    let mut last = None;
+    for f in &frames {
         let (want, name) = spec_index(f);
-        assert_eq!(usize::from(want), i, "sample order for {name}");
+        assert!(last < Some(want), "sample order for {name}");
+        last = Some(want);
         assert_eq!(variant_index(f), want, "{name}");
     }
 }
@@ -621,13 +642,17 @@ fn server_frame_indices_are_pinned() {
             ServerFrame::Status3(_) => (10, "STATUS3"),
             ServerFrame::OutputRange(_) => (11, "OUTPUT_RANGE"),
             ServerFrame::Cut(_) => (12, "CUT"),
+            ServerFrame::Unassigned13(n) | ServerFrame::Unassigned14(n) => match *n {},
+            ServerFrame::Casts(_) => (15, "CASTS"),
         }
     }
     let frames = all_server_frames();
-    assert_eq!(frames.len(), 13);
-    for (i, f) in frames.iter().enumerate() {
+    assert_eq!(frames.len(), 14);
+    let mut last = None;
+    for f in &frames {
         let (want, name) = spec_index(f);
-        assert_eq!(usize::from(want), i, "sample order for {name}");
+        assert!(last < Some(want), "sample order for {name}");
+        last = Some(want);
         assert_eq!(variant_index(f), want, "{name}");
     }
 }

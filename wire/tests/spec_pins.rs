@@ -46,6 +46,9 @@ fn limits_table_matches_the_code() {
         ("IDLE_UNBOUND_MS", IDLE_UNBOUND_MS),
         ("INPUT_QUEUE_BYTES", INPUT_QUEUE_BYTES as u64),
         ("OUTPUT_RING_BYTES", OUTPUT_RING_BYTES as u64),
+        ("CASTS_MAX", CASTS_MAX as u64),
+        ("CAST_QUEUE_BYTES", CAST_QUEUE_BYTES as u64),
+        ("CAST_MAX_BYTES_MIN", CAST_MAX_BYTES_MIN),
         ("ANSWERS_QUEUED_MAX", ANSWERS_QUEUED_MAX as u64),
         ("MAX_ROWS", u64::from(MAX_ROWS)),
         ("MAX_COLS", u64::from(MAX_COLS)),
@@ -99,6 +102,8 @@ fn frame_tables_match_the_code() {
             ("9", "PING"),
             ("10", "STOP"),
             ("11", "OUTPUT_SINCE (v3)"),
+            ("15", "CAST_START (v3)"),
+            ("16", "CASTS (v3)"),
         ]
     );
     let server = table("### 4.2 Server frames");
@@ -119,6 +124,7 @@ fn frame_tables_match_the_code() {
             "STATUS3 (v3)",
             "OUTPUT_RANGE (v3)",
             "CUT (v3)",
+            "CASTS (v3)",
         ]
     );
     // The indices themselves are pinned to the encoder in tests/frames.rs.

@@ -11,10 +11,12 @@ use latch_wire::legacy::{decode_packet, LegacyClientFrame, LegacyServerFrame};
 use latch_wire::limits::{MAX_CLIENT_FRAME, MAX_SERVER_FRAME};
 use latch_wire::{AttachRequest, PeekRequest, Size};
 use latch_wire::{
+    CastInfo, CastRequest, CutFacts, OutputFacts, OutputRange, ShellFacts, ShellPhase, Status3,
+};
+use latch_wire::{
     ClientFrame, ErrorCode, ExitStatus, Incarnation, LegacyPolicy, Limits, Owner, ServerFrame,
     SessionId, StatusReply, VersionRange,
 };
-use latch_wire::{CutFacts, OutputFacts, OutputRange, ShellFacts, ShellPhase, Status3};
 
 const SPEC: &str = include_str!("../../SPEC.md");
 
@@ -80,6 +82,14 @@ fn client_vectors() -> Vec<(&'static str, ClientFrame)> {
                 max: 65_536,
             },
         ),
+        (
+            "CAST_START {file \"/c\", max_bytes 1000}",
+            ClientFrame::CastStart(CastRequest {
+                file: "/c".into(),
+                max_bytes: Some(1000),
+            }),
+        ),
+        ("CASTS {stop true}", ClientFrame::Casts { stop: true }),
     ]
 }
 
@@ -173,6 +183,17 @@ fn server_vectors() -> Vec<(&'static str, ServerFrame)> {
                     last_exit: Some(0),
                 },
             }),
+        ),
+        (
+            "CASTS [{file \"/c\", bytes 300, start cursor 5, dropped 0, started 1700000000000, max none}]",
+            ServerFrame::Casts(vec![CastInfo {
+                file: "/c".into(),
+                bytes: 300,
+                start_cursor: 5,
+                dropped_bytes: 0,
+                started_at_ms: 1_700_000_000_000,
+                max_bytes: None,
+            }]),
         ),
     ]
 }

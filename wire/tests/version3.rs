@@ -85,3 +85,101 @@ fn output_since_on_version_2_is_malformed_and_closes() {
     ));
     assert_eq!(c.state(), ConnState::Closed);
 }
+
+/// Recordings (SPEC §4.8): CAST_START and CASTS are effects of a bound version-3
+/// connection; on version 2 they are `malformed`; a read-only attachment may not
+/// start one, and nothing starts one once the program has exited.
+#[test]
+fn cast_frames_are_version_3_effects() {
+    let req = latch_wire::CastRequest {
+        file: "/tmp/c".into(),
+        max_bytes: Some(4096),
+    };
+    let mut c = bound(3);
+    let now = Instant::now();
+    let out = c.handle(
+        now,
+        Inbound::Strict(ClientFrame::CastStart(req.clone())),
+        Default::default(),
+    );
+    assert_eq!(out, vec![Out::Effect(Effect::CastStart(req.clone()))]);
+    let out = c.handle(
+        now,
+        Inbound::Strict(ClientFrame::Casts { stop: true }),
+        Default::default(),
+    );
+    assert_eq!(out, vec![Out::Effect(Effect::Casts { stop: true })]);
+    let exited = latch_wire::server::Env {
+        exited: true,
+        ..Default::default()
+    };
+    let out = c.handle(
+        now,
+        Inbound::Strict(ClientFrame::CastStart(req.clone())),
+        exited,
+    );
+    assert!(matches!(
+        &out[..],
+        [Out::Send(Outbound::Strict(ServerFrame::Error {
+            code: ErrorCode::Exited,
+            ..
+        }))]
+    ));
+
+    let mut v2 = bound(2);
+    let out = v2.handle(
+        now,
+        Inbound::Strict(ClientFrame::Casts { stop: false }),
+        Default::default(),
+    );
+    assert!(matches!(
+        &out[..],
+        [
+            Out::Send(Outbound::Strict(ServerFrame::Error {
+                code: ErrorCode::Malformed,
+                ..
+            })),
+            Out::Close
+        ]
+    ));
+
+    let mut ro = bound(3);
+    let attach = ClientFrame::Attach(latch_wire::AttachRequest {
+        rows: 0,
+        cols: 0,
+        read_only: true,
+    });
+    ro.handle(now, Inbound::Strict(attach), Default::default());
+    let out = ro.handle(
+        now,
+        Inbound::Strict(ClientFrame::CastStart(req)),
+        Default::default(),
+    );
+    assert!(matches!(
+        &out[..],
+        [Out::Send(Outbound::Strict(ServerFrame::Error {
+            code: ErrorCode::ForbiddenByPolicy,
+            ..
+        }))]
+    ));
+}
+
+/// Indexes allocated to other features decode to nothing here (SPEC §4.1, §4.2).
+#[test]
+fn unassigned_indexes_are_malformed() {
+    use latch_wire::framing::decode_frame;
+    for index in [12u8, 13, 14] {
+        let mut b = bytes::BytesMut::from(&[0, 0, 0, 1, index][..]);
+        assert!(
+            decode_frame::<ClientFrame>(&mut b, 1 << 16).is_err(),
+            "{index}"
+        );
+    }
+    for index in [13u8, 14] {
+        let mut b = bytes::BytesMut::from(&[0, 0, 0, 1, index][..]);
+        assert!(
+            decode_frame::<ServerFrame>(&mut b, 1 << 16).is_err(),
+            "{index}"
+        );
+    }
+}

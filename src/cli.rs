@@ -162,6 +162,11 @@ pub enum Command {
         #[arg(long, value_name = "DUR", default_value = "10")]
         timeout: Dur,
     },
+    /// Type a command into a session's shell, wait for its end, print exactly its
+    /// output and exit with its code (shell integration, SPEC §4.7).
+    Run(crate::commands::run::RunArgs),
+    /// The command blocks the session's daemon saw (SPEC §4.7).
+    Commands(crate::commands::run::CommandsArgs),
     /// Set a session's terminal size.
     Resize {
         #[command(flatten)]

@@ -4,6 +4,7 @@
 mod hosts;
 mod lifecycle;
 mod registry_ops;
+pub(crate) mod run;
 mod sessions;
 mod turns;
 
@@ -176,6 +177,8 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             timeout.0,
             json,
         ),
+        Command::Run(args) => run::run(root, &args, json),
+        Command::Commands(args) => run::commands(root, &args, json),
         Command::Resize { target, rows, cols } => sessions::resize(root, &target, rows, cols),
         Command::Ls {
             tags,

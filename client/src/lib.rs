@@ -358,6 +358,8 @@ pub mod nonblocking;
 mod options;
 mod proto;
 mod receipt;
+mod run;
+pub use run::{run_bound, typed_line, RunOptions, RunResult, QUIET_READY};
 mod wait;
 pub use wait::{wait_bound, Condition, Waited, TEXT_WINDOW};
 

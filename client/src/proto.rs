@@ -364,6 +364,37 @@ pub(crate) fn output_since(
     })
 }
 
+/// LEASE (SPEC.md §4.7): the run lease, and the facts for typing.
+pub(crate) fn lease(negotiated: &Negotiated) -> Result<Op<latch_wire::LeaseFacts>, ClientError> {
+    needs_version(negotiated, CURSORS_VERSION, "runs")?;
+    Ok(Op {
+        send: vec![ClientFrame::Lease],
+        step: Box::new(|f| {
+            Step::Done(reply(f).and_then(|f| match f {
+                ServerFrame::Leased(l) => Ok(*l),
+                other => Err(unexpected(&other)),
+            }))
+        }),
+    })
+}
+
+/// COMMANDS (SPEC.md §4.7): the newest `last` command blocks.
+pub(crate) fn commands(
+    negotiated: &Negotiated,
+    last: u32,
+) -> Result<Op<Vec<latch_wire::CommandBlock>>, ClientError> {
+    needs_version(negotiated, CURSORS_VERSION, "command blocks")?;
+    Ok(Op {
+        send: vec![ClientFrame::Commands { last }],
+        step: Box::new(|f| {
+            Step::Done(reply(f).and_then(|f| match f {
+                ServerFrame::Commands(v) => Ok(v),
+                other => Err(unexpected(&other)),
+            }))
+        }),
+    })
+}
+
 /// A mismatch unless the connection speaks `version` or later.
 pub(crate) fn needs_version(
     negotiated: &Negotiated,

@@ -8,6 +8,7 @@ use latch_screen::{Mark, ShellState, ShellTracker};
 use latch_wire::limits::OUTPUT_RING_BYTES;
 use latch_wire::{CutFacts, OutputFacts, OutputRange, ShellFacts, ShellPhase};
 
+use crate::lease::Blocks;
 use crate::ring::Ring;
 
 /// The output log of one creation.
@@ -18,6 +19,10 @@ pub(crate) struct OutputLog {
     /// Scratch for the marks of one push (kept to reuse its allocation).
     marks: Vec<Mark>,
     last_output_ms: Option<u64>,
+    /// The command blocks the marks delimit (SPEC §4.7).
+    pub blocks: Blocks,
+    /// An OSC 133 mark has been read.
+    marked: bool,
 }
 
 impl Default for OutputLog {
@@ -27,6 +32,8 @@ impl Default for OutputLog {
             shell: ShellTracker::new(),
             marks: Vec::new(),
             last_output_ms: None,
+            blocks: Blocks::default(),
+            marked: false,
         }
     }
 }
@@ -41,6 +48,19 @@ impl OutputLog {
         self.marks.clear();
         self.shell.feed(bytes, &mut self.marks);
         self.last_output_ms = Some(now_ms);
+        for m in &self.marks {
+            self.blocks.mark(m, self.shell.cwd(), now_ms);
+        }
+        self.marked |= self.shell.prompts() > 0
+            || self
+                .marks
+                .iter()
+                .any(|m| !matches!(m.kind, latch_screen::MarkKind::Cwd(_)));
+    }
+
+    /// Whether an OSC 133 mark has been read in this creation.
+    pub fn marked(&self) -> bool {
+        self.marked
     }
 
     /// STATUS3's output facts.

@@ -47,6 +47,7 @@ mod create;
 mod cursor;
 mod event_writer;
 mod input;
+mod lease;
 mod logging;
 mod outbound;
 mod pty;

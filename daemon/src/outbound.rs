@@ -208,6 +208,19 @@ pub(crate) fn cost(item: &Outbound) -> usize {
                     + c.shell.cwd.as_ref().map_or(0, String::len)
             }
             ServerFrame::Bound { id, .. } => id.as_str().len(),
+            ServerFrame::Leased(l) => {
+                std::mem::size_of::<latch_wire::LeaseFacts>()
+                    + l.output.shell.command.as_ref().map_or(0, String::len)
+                    + l.output.shell.cwd.as_ref().map_or(0, String::len)
+            }
+            ServerFrame::Commands(v) => v
+                .iter()
+                .map(|b| {
+                    std::mem::size_of::<latch_wire::CommandBlock>()
+                        + b.command.as_ref().map_or(0, String::len)
+                        + b.cwd.as_ref().map_or(0, String::len)
+                })
+                .sum(),
             ServerFrame::Geometry { .. }
             | ServerFrame::Exit(_)
             | ServerFrame::Pong(_)

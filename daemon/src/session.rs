@@ -112,6 +112,10 @@ pub(crate) struct Session {
     event_buckets: RefCell<HashMap<&'static str, Bucket>>,
     /// The output cursor, the ring and the shell's marks (SPEC §4.6, §8).
     log: RefCell<OutputLog>,
+    /// The run lease (SPEC §4.7) and whether the program was started with
+    /// latch's shell integration.
+    lease: crate::lease::Lease,
+    integration: bool,
 }
 
 /// A token bucket: `EVENT_BURST` events of one type at once, then one per
@@ -164,6 +168,9 @@ impl Session {
             answers_dropping: Cell::new(false),
             event_buckets: RefCell::new(HashMap::new()),
             log: RefCell::new(OutputLog::default()),
+            lease: crate::lease::Lease::default(),
+            integration: spec.shell_integration != latch_registry::shell::Integration::Off
+                && latch_registry::shell::Shell::of(&spec.command).is_some(),
         };
         (session, created.listener)
     }
@@ -219,6 +226,7 @@ impl Session {
     /// Forgets a finished connection.
     pub fn unregister(&self, id: u64) {
         self.detach(id);
+        self.lease.give_back(id);
         self.clients.borrow_mut().remove(&id);
         self.connection_gone.notify_one();
     }
@@ -532,6 +540,35 @@ impl Session {
             .min(latch_wire::limits::REPLY_QUEUE_BYTES);
         let range = self.log.borrow().since(since, max);
         client.send(Outbound::Strict(ServerFrame::OutputRange(range)));
+    }
+
+    /// LEASE (SPEC §4.7): the run lease for `client` if nobody else holds it, and
+    /// the facts a client that types needs, read now.
+    pub fn lease(&self, client: &Peer) {
+        let granted = self.lease.take(client.id);
+        client.with_conn(|c| c.set_leased(granted));
+        let facts = latch_wire::LeaseFacts {
+            granted,
+            integration: self.integration,
+            marked: self.log.borrow().marked(),
+            bracketed_paste: self.term.borrow_mut().bracketed_paste(),
+            reading: crate::lease::foreground_reading(self.child_pid),
+            output: self.log.borrow().facts(),
+        };
+        self.settle();
+        client.send(Outbound::Strict(ServerFrame::Leased(Box::new(facts))));
+    }
+
+    /// RELEASE, or the end of `client`'s connection: the lease is free again.
+    pub fn release(&self, client: &Peer) {
+        self.lease.give_back(client.id);
+        client.with_conn(|c| c.set_leased(false));
+    }
+
+    /// COMMANDS: the newest `last` command blocks (SPEC §4.7).
+    pub fn commands(&self, client: &Peer, last: u32) {
+        let blocks = self.log.borrow().blocks.last(last);
+        client.send(Outbound::Strict(ServerFrame::Commands(blocks)));
     }
 
     /// Strict PEEK: one SCREEN (a legacy PEEK is a subscription, [`join`]).

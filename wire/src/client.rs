@@ -88,6 +88,8 @@ fn frame_name(f: &ServerFrame) -> &'static str {
         ServerFrame::Status3(_) => "STATUS3",
         ServerFrame::OutputRange(_) => "OUTPUT_RANGE",
         ServerFrame::Cut(_) => "CUT",
+        ServerFrame::Leased(_) => "LEASED",
+        ServerFrame::Commands(_) => "COMMANDS",
     }
 }
 

@@ -235,7 +235,9 @@ impl LegacyServerFrame {
             | ServerFrame::Detached
             | ServerFrame::Status3(_)
             | ServerFrame::OutputRange(_)
-            | ServerFrame::Cut(_) => None,
+            | ServerFrame::Cut(_)
+            | ServerFrame::Leased(_)
+            | ServerFrame::Commands(_) => None,
         }
     }
 

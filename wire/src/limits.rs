@@ -39,6 +39,8 @@ pub const INPUT_QUEUE_BYTES: usize = 1024 * 1024;
 /// The newest output a daemon keeps per creation for reads by output cursor
 /// (OUTPUT_SINCE), in bytes; allocated on the first output (SPEC.md §8).
 pub const OUTPUT_RING_BYTES: usize = 1024 * 1024;
+/// The command blocks a daemon keeps per creation, the newest (SPEC.md §8).
+pub const COMMANDS_KEPT: usize = 1000;
 /// Most answer bytes queued for the program at once (SPEC §8).
 pub const ANSWERS_QUEUED_MAX: usize = 4096;
 /// Largest terminal height a daemon accepts, in rows.

@@ -242,6 +242,9 @@ fn all_client_frames() -> Vec<ClientFrame> {
             since: 1 << 40,
             max: 65_536,
         },
+        ClientFrame::Lease,
+        ClientFrame::Release,
+        ClientFrame::Commands { last: 1000 },
     ]
 }
 
@@ -306,6 +309,32 @@ fn all_server_frames() -> Vec<ServerFrame> {
                 last_exit: None,
             },
         }),
+        ServerFrame::Leased(Box::new(latch_wire::LeaseFacts {
+            granted: true,
+            integration: true,
+            marked: false,
+            bracketed_paste: true,
+            reading: false,
+            output: OutputFacts {
+                output_cursor: 7,
+                last_output_ms: None,
+                shell: ShellFacts {
+                    state: ShellPhase::Prompt,
+                    command: None,
+                    cwd: Some("/".into()),
+                    last_exit: None,
+                },
+            },
+        })),
+        ServerFrame::Commands(vec![latch_wire::CommandBlock {
+            command: Some("ls".into()),
+            cwd: None,
+            start_ms: 1,
+            end_ms: Some(2),
+            exit: Some(0),
+            output_start: 10,
+            output_end: Some(20),
+        }]),
     ]
 }
 
@@ -593,10 +622,13 @@ fn client_frame_indices_are_pinned() {
             ClientFrame::Ping(_) => (9, "PING"),
             ClientFrame::Stop { .. } => (10, "STOP"),
             ClientFrame::OutputSince { .. } => (11, "OUTPUT_SINCE"),
+            ClientFrame::Lease => (12, "LEASE"),
+            ClientFrame::Release => (13, "RELEASE"),
+            ClientFrame::Commands { .. } => (14, "COMMANDS"),
         }
     }
     let frames = all_client_frames();
-    assert_eq!(frames.len(), 12);
+    assert_eq!(frames.len(), 15);
     for (i, f) in frames.iter().enumerate() {
         let (want, name) = spec_index(f);
         assert_eq!(usize::from(want), i, "sample order for {name}");
@@ -621,10 +653,12 @@ fn server_frame_indices_are_pinned() {
             ServerFrame::Status3(_) => (10, "STATUS3"),
             ServerFrame::OutputRange(_) => (11, "OUTPUT_RANGE"),
             ServerFrame::Cut(_) => (12, "CUT"),
+            ServerFrame::Leased(_) => (13, "LEASED"),
+            ServerFrame::Commands(_) => (14, "COMMANDS"),
         }
     }
     let frames = all_server_frames();
-    assert_eq!(frames.len(), 13);
+    assert_eq!(frames.len(), 15);
     for (i, f) in frames.iter().enumerate() {
         let (want, name) = spec_index(f);
         assert_eq!(usize::from(want), i, "sample order for {name}");

@@ -47,6 +47,7 @@ fn limits_table_matches_the_code() {
         ("INPUT_QUEUE_BYTES", INPUT_QUEUE_BYTES as u64),
         ("OUTPUT_RING_BYTES", OUTPUT_RING_BYTES as u64),
         ("ANSWERS_QUEUED_MAX", ANSWERS_QUEUED_MAX as u64),
+        ("COMMANDS_KEPT", COMMANDS_KEPT as u64),
         ("MAX_ROWS", u64::from(MAX_ROWS)),
         ("MAX_COLS", u64::from(MAX_COLS)),
         ("MAX_CELLS", u64::from(MAX_CELLS)),

@@ -368,6 +368,9 @@ pub enum AttachEvent {
     /// from there; what was skipped is the difference of two cursors) and the
     /// shell there (SPEC.md §4.7).
     Cut(latch_wire::CutFacts),
+    /// The run lease this connection held was revoked: the session began
+    /// draining (a kill or restart, SPEC.md §4.7).
+    LeaseRevoked,
 }
 
 /// The reading half of an attachment.

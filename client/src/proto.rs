@@ -549,6 +549,7 @@ pub(crate) fn attach_event(f: Option<ServerFrame>) -> Option<Result<AttachEvent,
         Some(ServerFrame::Detached) => AttachEvent::Detached,
         Some(ServerFrame::Error { code, detail }) => AttachEvent::Error { code, detail },
         Some(ServerFrame::Cut(c)) => AttachEvent::Cut(c),
+        Some(ServerFrame::Leased(l)) if !l.granted => AttachEvent::LeaseRevoked,
         Some(ServerFrame::Pong(_)) => return None,
         Some(other) => return Some(Err(unexpected(&other))),
     }))
@@ -578,7 +579,8 @@ pub(crate) fn wait_wake(event: AttachEvent, text: &str) -> Result<(), ClientErro
         AttachEvent::Output(_)
         | AttachEvent::Screen(_)
         | AttachEvent::Geometry { .. }
-        | AttachEvent::Cut(_) => Ok(()),
+        | AttachEvent::Cut(_)
+        | AttachEvent::LeaseRevoked => Ok(()),
         AttachEvent::Exit(_) | AttachEvent::Closed | AttachEvent::Detached => {
             Err(ClientError::unreachable(
                 UnreachableCause::Exited,

@@ -143,6 +143,7 @@ pub fn run_bound(
         tracker: ShellTracker::resume(cut.cursor, phase_state(cut.shell.state)),
         paste: Paste::from_screen(&attached.screen),
         dropped: 0,
+        cwd: cut.shell.cwd.clone(),
     };
     if integrated {
         r.until_prompt()?;
@@ -161,7 +162,7 @@ pub fn typed_line(command: &str, marker: bool) -> String {
     let quoted = || format!("'{}'", command.replace('\'', r"'\''"));
     if marker {
         format!(
-            r#" printf '\033]133;C\007'; eval {}; printf '\033]133;D;%s\007' "$?""#,
+            r#" printf '\033]133;C\007'; command eval {}; printf '\033]133;D;%s\007' "$?""#,
             quoted()
         )
     } else if command.contains('!') {
@@ -231,6 +232,8 @@ struct Runner<'a> {
     tracker: ShellTracker,
     paste: Paste,
     dropped: u64,
+    /// The working directory at the cut, until the stream says another.
+    cwd: Option<String>,
 }
 
 /// What one wait on the stream brought.
@@ -287,6 +290,7 @@ impl Runner<'_> {
                     self.dropped += c.cursor.saturating_sub(self.cursor);
                     self.cursor = c.cursor;
                     self.tracker = ShellTracker::resume(c.cursor, phase_state(c.shell.state));
+                    self.cwd = c.shell.cwd;
                     return Ok(Got::Skipped);
                 }
                 AttachEvent::Exit(s) => {
@@ -308,6 +312,13 @@ impl Runner<'_> {
                 }
                 AttachEvent::Error { code, detail } => {
                     return Err(ClientError::Daemon { code, detail })
+                }
+                AttachEvent::LeaseRevoked => {
+                    return Err(ClientError::NotFound(format!(
+                        "{} running: it is being stopped (killed or restarted) before the \
+                         command ended",
+                        self.session
+                    )))
                 }
                 AttachEvent::Geometry { .. } | AttachEvent::Screen(_) => {}
             }
@@ -429,7 +440,11 @@ impl Runner<'_> {
                     let what = if started.is_some() {
                         "the command is still running (it was left running)"
                     } else {
-                        "the shell did not start the command (it may be waiting for input)"
+                        // Nothing started: the shell still edits the line (fish
+                        // with an unclosed quote). Cancel it.
+                        self.writer.input(b"\x03")?;
+                        "the shell did not start the command (an incomplete line?); \
+                         the line was cancelled with C-c"
                     };
                     return Err(ClientError::TimedOut(format!(
                         "session {}: {what}",
@@ -444,7 +459,7 @@ impl Runner<'_> {
                     MarkKind::CommandStart { .. } if started.is_none() => {
                         started = Some(m.end);
                         res.started_at_ms = latch_registry::now_ms();
-                        res.cwd = self.tracker.cwd().map(str::to_owned);
+                        res.cwd = self.tracker.cwd().map(str::to_owned).or(self.cwd.clone());
                     }
                     MarkKind::CommandEnd { exit } if started.is_some() && end.is_none() => {
                         res.exit_code = *exit;
@@ -466,8 +481,20 @@ impl Runner<'_> {
                     return Ok(self.finish(res, started, e, &mut out, on_output));
                 }
             } else if self.tracker.continuations() > continuations {
-                // An unclosed quote: the shell waits for more. Cancel the line.
+                // An unclosed quote: the shell waits for more. Cancel the line,
+                // and wait for the fresh prompt, so that what is typed next is
+                // not flushed with the interrupt.
                 self.writer.input(b"\x03")?;
+                let drawn = self.tracker.prompts();
+                while self.tracker.prompts() == drawn {
+                    match self.next(self.deadline)? {
+                        Got::Output(_, b) => {
+                            self.feed(&b);
+                        }
+                        Got::Skipped => {}
+                        Got::Interrupted | Got::Deadline => break,
+                    }
+                }
                 return Err(ClientError::Refused(format!(
                     "session {}: the command is incomplete (the shell showed its continuation \
                      prompt); nothing ran, and the line was cancelled with C-c",
@@ -553,7 +580,7 @@ mod tests {
     fn the_marker_line_quotes_the_command() {
         assert_eq!(
             typed_line("echo 'a' #c &", true),
-            r#" printf '\033]133;C\007'; eval 'echo '\''a'\'' #c &'; printf '\033]133;D;%s\007' "$?""#
+            r#" printf '\033]133;C\007'; command eval 'echo '\''a'\'' #c &'; printf '\033]133;D;%s\007' "$?""#
         );
         assert_eq!(typed_line("ls", false), " ls");
         assert_eq!(typed_line("echo hi!", false), " eval 'echo hi!'");

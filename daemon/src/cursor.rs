@@ -21,8 +21,6 @@ pub(crate) struct OutputLog {
     last_output_ms: Option<u64>,
     /// The command blocks the marks delimit (SPEC §4.7).
     pub blocks: Blocks,
-    /// An OSC 133 mark has been read.
-    marked: bool,
 }
 
 impl Default for OutputLog {
@@ -33,7 +31,6 @@ impl Default for OutputLog {
             marks: Vec::new(),
             last_output_ms: None,
             blocks: Blocks::default(),
-            marked: false,
         }
     }
 }
@@ -51,16 +48,12 @@ impl OutputLog {
         for m in &self.marks {
             self.blocks.mark(m, self.shell.cwd(), now_ms);
         }
-        self.marked |= self.shell.prompts() > 0
-            || self
-                .marks
-                .iter()
-                .any(|m| !matches!(m.kind, latch_screen::MarkKind::Cwd(_)));
     }
 
-    /// Whether an OSC 133 mark has been read in this creation.
+    /// Whether the program marks its prompts: an OSC 133 A has been read in this
+    /// creation (C and D alone are what `run --marker` prints itself).
     pub fn marked(&self) -> bool {
-        self.marked
+        self.shell.prompts() > 0
     }
 
     /// STATUS3's output facts.

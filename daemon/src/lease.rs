@@ -5,6 +5,9 @@
 //! one shell at once; a second is answered LEASED with `granted: false` (busy).
 //! It is not the registry lock: `kill`, `tag` and every other command stay
 //! available while a run goes on. It ends with RELEASE or with its connection.
+//! Once the session begins draining (kill, restart) the lease is revoked: its
+//! holder is sent LEASED with `granted: false`, so a run never reports a
+//! command as ended when its creation is being stopped under it.
 //! An attached person's typing is not fenced off: it reaches the program as
 //! always, as it would if they typed into a shell that runs a command.
 //!
@@ -39,6 +42,11 @@ impl Lease {
             }
             Some(h) => h == id,
         }
+    }
+
+    /// Takes the lease from whoever holds it (the session began draining).
+    pub fn revoke(&self) -> Option<u64> {
+        self.holder.take()
     }
 
     /// Gives the lease back if connection `id` holds it.

@@ -209,6 +209,16 @@ impl Session {
     /// Starts draining (SIGTERM/SIGHUP to the daemon).
     pub fn set_draining(&self) {
         self.draining.set(true);
+        // The run lease ends with the creation (SPEC §4.7).
+        if let Some(holder) = self.lease.revoke() {
+            let peer = self.clients.borrow().get(&holder).cloned();
+            if let Some(peer) = peer {
+                peer.with_conn(|c| c.set_leased(false));
+                let mut facts = self.lease_facts(false);
+                facts.granted = false;
+                peer.send(Outbound::Strict(ServerFrame::Leased(Box::new(facts))));
+            }
+        }
     }
 
     // ----- connections -----
@@ -547,16 +557,21 @@ impl Session {
     pub fn lease(&self, client: &Peer) {
         let granted = self.lease.take(client.id);
         client.with_conn(|c| c.set_leased(granted));
-        let facts = latch_wire::LeaseFacts {
+        let facts = self.lease_facts(granted);
+        client.send(Outbound::Strict(ServerFrame::Leased(Box::new(facts))));
+    }
+
+    fn lease_facts(&self, granted: bool) -> latch_wire::LeaseFacts {
+        let paste = self.term.borrow_mut().bracketed_paste();
+        self.settle();
+        latch_wire::LeaseFacts {
             granted,
             integration: self.integration,
             marked: self.log.borrow().marked(),
-            bracketed_paste: self.term.borrow_mut().bracketed_paste(),
+            bracketed_paste: paste,
             reading: crate::lease::foreground_reading(self.child_pid),
             output: self.log.borrow().facts(),
-        };
-        self.settle();
-        client.send(Outbound::Strict(ServerFrame::Leased(Box::new(facts))));
+        }
     }
 
     /// RELEASE, or the end of `client`'s connection: the lease is free again.

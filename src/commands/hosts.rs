@@ -41,6 +41,8 @@ fn reference_of(command: &Command) -> Option<&str> {
         | Command::Tag { target, .. }
         | Command::Rename { target, .. }
         | Command::Restart { target, .. } => Some(&target.reference),
+        Command::Run(a) => Some(&a.target.reference),
+        Command::Commands(a) => Some(&a.target.reference),
         Command::Attach { reference, .. } | Command::Events { reference, .. } => {
             reference.as_deref()
         }
@@ -61,6 +63,8 @@ fn receipt_of(command: &Command) -> Option<&std::path::Path> {
         | Command::Tag { target, .. }
         | Command::Rename { target, .. }
         | Command::Restart { target, .. } => &target.pre,
+        Command::Run(a) => &a.target.pre,
+        Command::Commands(a) => &a.target.pre,
         Command::Attach { pre, .. } => pre,
         Command::Meta {
             op: MetaOp::Patch { pre, .. },
@@ -415,6 +419,19 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             };
             let waited = latch_client::wait_bound(bound, second, &condition, after, timeout.0);
             turns::print_waited(&relay.target.session, &condition, waited?, json)
+        }
+        // run and commands over the relay, as locally (SPEC §4.7, §12.3).
+        Command::Run(args) => {
+            let command = super::run::command_line(&args.command);
+            let mut relay = open_target(&route, root, &args.target, None)?;
+            let bound = bind(&mut relay, owner_of(&args.target.pre)?)?;
+            let result = super::run::run_over(bound, &args, &command, json);
+            super::run::finish(result, &command, json)
+        }
+        Command::Commands(args) => {
+            let mut relay = open_target(&route, root, &args.target, None)?;
+            let mut bound = bind(&mut relay, owner_of(&args.target.pre)?)?;
+            super::run::print_commands(&mut bound, args.last, json)
         }
         Command::Resize { target, rows, cols } => {
             latch_wire::limits::check_size(rows, cols).map_err(|e| usage(e.to_string()))?;

@@ -140,22 +140,45 @@ fn run_local(
     json: bool,
 ) -> Result<(latch_wire::SessionRef, RunResult, Collected), ClientError> {
     let (client, target) = open_target(root, &args.target)?;
-    let opts = RunOptions {
-        timeout: args
-            .timeout
-            .map_or(Duration::from_secs(100 * 365 * 86_400), |d| d.0),
-        marker: args.marker,
-    };
     let interrupts = count_interrupts();
     let mut collected = Collected::new(json);
     let res = client.run(
         &target.session,
         command,
-        &opts,
+        &options(args),
         interrupts.as_deref(),
         &mut |b| collected.push(b),
     )?;
     Ok((target.session, res, collected))
+}
+
+fn options(args: &RunArgs) -> RunOptions {
+    RunOptions {
+        timeout: args
+            .timeout
+            .map_or(Duration::from_secs(100 * 365 * 86_400), |d| d.0),
+        marker: args.marker,
+    }
+}
+
+/// `run` through a connection bound elsewhere (`--host`).
+pub(crate) fn run_over(
+    bound: latch_client::Bound,
+    args: &RunArgs,
+    command: &str,
+    json: bool,
+) -> Result<(latch_wire::SessionRef, RunResult, Collected), ClientError> {
+    let session = bound.target().clone();
+    let interrupts = count_interrupts();
+    let mut collected = Collected::new(json);
+    let res = latch_client::run_bound(
+        bound,
+        command,
+        &options(args),
+        interrupts.as_deref(),
+        &mut |b| collected.push(b),
+    )?;
+    Ok((session, res, collected))
 }
 
 /// The output as it comes: streamed as plain text, or kept (capped) for JSON.

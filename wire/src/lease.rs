@@ -13,7 +13,8 @@ pub struct LeaseFacts {
     pub granted: bool,
     /// The daemon started its program with latch's shell integration (SPEC.md §4.6).
     pub integration: bool,
-    /// An OSC 133 mark has been seen in this creation's output.
+    /// The program marks its prompts: an OSC 133 A has been read in this
+    /// creation's output.
     pub marked: bool,
     /// The program enabled bracketed paste (mode 2004).
     pub bracketed_paste: bool,

@@ -614,7 +614,34 @@ mod tests {
             error: "e".into(),
         };
         check(&shapes, "host down", v(&down), v(&down));
-        assert_eq!(shapes.len(), 18, "a shape in SPEC §10 without a type here");
+        let run = crate::commands::run::RunJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            command: "ls".into(),
+            exit_code: Some(0),
+            output: String::new(),
+            output_range: RangeJson { start: 0, end: 0 },
+            dropped_bytes: 0,
+            started_at: 0,
+            ended_at: 0,
+            cwd: None,
+        };
+        check(&shapes, "run", v(&run), v(&run));
+        let cmd = crate::commands::run::CommandJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            command: None,
+            cwd: None,
+            started_at: 0,
+            ended_at: None,
+            exit_code: None,
+            output_range: crate::commands::run::CommandRangeJson {
+                start: 0,
+                end: None,
+            },
+        };
+        check(&shapes, "command", v(&cmd), v(&cmd));
+        assert_eq!(shapes.len(), 20, "a shape in SPEC §10 without a type here");
     }
 
     fn shell() -> ShellJson {

@@ -100,6 +100,9 @@ fn frame_tables_match_the_code() {
             ("9", "PING"),
             ("10", "STOP"),
             ("11", "OUTPUT_SINCE (v3)"),
+            ("12", "LEASE (v3)"),
+            ("13", "RELEASE (v3)"),
+            ("14", "COMMANDS (v3)"),
         ]
     );
     let server = table("### 4.2 Server frames");
@@ -120,6 +123,8 @@ fn frame_tables_match_the_code() {
             "STATUS3 (v3)",
             "OUTPUT_RANGE (v3)",
             "CUT (v3)",
+            "LEASED (v3)",
+            "COMMANDS (v3)",
         ]
     );
     // The indices themselves are pinned to the encoder in tests/frames.rs.

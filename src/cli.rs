@@ -128,11 +128,13 @@ pub enum Command {
         #[command(flatten)]
         target: TargetArgs,
         /// Text to send, concatenated as given.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "file")]
         text: Vec<String>,
         /// Treat each argument as a key name when it is one (Enter, Tab, Escape, C-c, Up...).
         #[arg(short, long)]
         keys: bool,
+        #[command(flatten)]
+        deliver: crate::commands::send::DeliverArgs,
     },
     /// Wait until a session's output holds a condition, evaluated on its daemon's
     /// stream: text written after a cursor, quiet, the shell's prompt, or the end.

@@ -5,6 +5,7 @@ mod hosts;
 mod lifecycle;
 mod registry_ops;
 pub(crate) mod run;
+pub(crate) mod send;
 mod sessions;
 mod turns;
 
@@ -160,7 +161,18 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             }
             sessions::peek(root, &target, !ansi, full, wait.as_deref(), timeout.0)
         }
-        Command::Send { target, text, keys } => sessions::send(root, &target, &text, keys),
+        Command::Send {
+            target,
+            text,
+            keys,
+            deliver,
+        } if deliver.any() => {
+            let bytes = sessions::input_bytes(&text, keys);
+            send::send(root, &target, bytes, &deliver, json)
+        }
+        Command::Send {
+            target, text, keys, ..
+        } => sessions::send(root, &target, &text, keys),
         Command::Wait {
             target,
             text,

@@ -641,7 +641,15 @@ mod tests {
             },
         };
         check(&shapes, "command", v(&cmd), v(&cmd));
-        assert_eq!(shapes.len(), 20, "a shape in SPEC §10 without a type here");
+        let sent = crate::commands::send::SentJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            bytes: 1,
+            pasted: false,
+            output_range: RangeJson { start: 0, end: 0 },
+        };
+        check(&shapes, "sent", v(&sent), v(&sent));
+        assert_eq!(shapes.len(), 21, "a shape in SPEC §10 without a type here");
     }
 
     fn shell() -> ShellJson {

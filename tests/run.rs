@@ -293,3 +293,67 @@ fn commands_lists_the_blocks_with_codes_and_ranges() {
     assert_eq!(v.as_array().unwrap().len(), 1);
     assert_eq!(v[0]["exitCode"], 3);
 }
+
+/// `send --paste --file -`: 64 KiB of lines reach a command whole and in order;
+/// `--wait-text` with integration starts at the command's C, so the echo of the
+/// typed line (which contains the text) does not end the wait.
+#[test]
+fn send_delivers_64_kib_whole_and_waits_past_the_echo() {
+    let reg = Reg::new();
+    let home = tempfile::tempdir().unwrap();
+    start(&reg, home.path(), "b", &["bash"], &[]);
+    let out = home.path().join("got.txt");
+    let cmd = format!("stty -echo; cat > {}; stty echo", out.display());
+    let child = spawn_run(&reg, &["b", "--timeout", "60", &cmd]);
+    running(&reg, "b", "cat");
+    let text: String = (0..1024)
+        .map(|i| format!("line {i:05} {}\n", "x".repeat(52)))
+        .collect();
+    assert_eq!(text.len(), 64 * 1024);
+    let r = reg.run_stdin(&["--json", "send", "b", "--paste", "--file", "-"], &text);
+    let v = r.json();
+    assert_eq!(v["bytes"], 65_536, "{r:?}");
+    assert_eq!(v["pasted"], false, "cat did not enable bracketed paste");
+    reg.run(&["send", "b", "C-d", "--keys"]).ok();
+    let r = Run::from(child.wait_with_output().unwrap());
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+    // The echo " sleep 1; echo FIN''ISHED" never matches FINISHED; the output does.
+    let v = reg
+        .run(&[
+            "--json",
+            "send",
+            "b",
+            "--when-ready",
+            "--submit",
+            "--wait-text",
+            "sleep",
+            "--timeout",
+            "2",
+            "sleep 0.2; echo FIN''ISHED",
+        ])
+        .code;
+    assert_eq!(v, 10, "the echo holds 'sleep'; the output does not");
+    let r = reg.run(&[
+        "--json",
+        "send",
+        "b",
+        "--when-ready",
+        "--submit",
+        "--wait-text",
+        "FINISHED",
+        "--timeout",
+        "30",
+        "echo FIN''ISHED",
+    ]);
+    let v = r.json();
+    let (s, e) = (
+        v["outputRange"]["start"].as_u64().unwrap(),
+        v["outputRange"]["end"].as_u64().unwrap(),
+    );
+    let seen = reg
+        .run(&["--json", "peek", "b", "--since", &s.to_string()])
+        .json();
+    let text = seen["output"].as_str().unwrap();
+    assert!(e > s && text.contains("FINISHED"), "{v} {seen}");
+}

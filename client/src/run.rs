@@ -172,7 +172,7 @@ pub fn typed_line(command: &str, marker: bool) -> String {
     }
 }
 
-fn phase_state(p: ShellPhase) -> ShellState {
+pub(crate) fn phase_state(p: ShellPhase) -> ShellState {
     match p {
         ShellPhase::Prompt => ShellState::Prompt,
         ShellPhase::Running => ShellState::Running { command: None },
@@ -183,8 +183,8 @@ fn phase_state(p: ShellPhase) -> ShellState {
 /// Whether bracketed paste is on, from the attach SCREEN (which sets every tracked
 /// mode explicitly, SPEC.md §4.4) and then the stream.
 #[derive(Debug)]
-struct Paste {
-    on: bool,
+pub(crate) struct Paste {
+    pub(crate) on: bool,
     /// The stream's last bytes, for a mode change split between chunks.
     tail: Vec<u8>,
 }
@@ -193,7 +193,7 @@ impl Paste {
     const ON: &'static [u8] = b"\x1b[?2004h";
     const OFF: &'static [u8] = b"\x1b[?2004l";
 
-    fn from_screen(screen: &[u8]) -> Self {
+    pub(crate) fn from_screen(screen: &[u8]) -> Self {
         let mut p = Self {
             on: false,
             tail: Vec::new(),
@@ -203,7 +203,7 @@ impl Paste {
         p
     }
 
-    fn feed(&mut self, bytes: &[u8]) {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
         self.tail.extend_from_slice(bytes);
         let last = |pat: &[u8]| self.tail.windows(pat.len()).rposition(|w| w == pat);
         match (last(Self::ON), last(Self::OFF)) {
@@ -220,24 +220,24 @@ impl Paste {
 }
 
 /// One run's stream and state.
-struct Runner<'a> {
-    session: &'a SessionRef,
-    reader: AttachReader,
-    writer: AttachWriter,
-    deadline: Instant,
-    interrupts: Option<&'a AtomicU32>,
-    sent_cc: bool,
+pub(crate) struct Runner<'a> {
+    pub(crate) session: &'a SessionRef,
+    pub(crate) reader: AttachReader,
+    pub(crate) writer: AttachWriter,
+    pub(crate) deadline: Instant,
+    pub(crate) interrupts: Option<&'a AtomicU32>,
+    pub(crate) sent_cc: bool,
     /// The output cursor after everything read.
-    cursor: u64,
-    tracker: ShellTracker,
-    paste: Paste,
-    dropped: u64,
+    pub(crate) cursor: u64,
+    pub(crate) tracker: ShellTracker,
+    pub(crate) paste: Paste,
+    pub(crate) dropped: u64,
     /// The working directory at the cut, until the stream says another.
-    cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
 }
 
 /// What one wait on the stream brought.
-enum Got {
+pub(crate) enum Got {
     /// Output at this cursor.
     Output(u64, bytes::Bytes),
     /// A resynchronisation skipped to this cut.
@@ -251,7 +251,7 @@ enum Got {
 impl Runner<'_> {
     /// The next output, skip, interrupt or deadline; the program's end and the
     /// connection's are errors.
-    fn next(&mut self, until: Instant) -> Result<Got, ClientError> {
+    pub(crate) fn next(&mut self, until: Instant) -> Result<Got, ClientError> {
         loop {
             let presses = self.interrupts.map_or(0, |n| n.load(Ordering::Relaxed));
             if presses >= 2 {
@@ -325,14 +325,14 @@ impl Runner<'_> {
         }
     }
 
-    fn feed(&mut self, bytes: &[u8]) -> Vec<latch_screen::Mark> {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Vec<latch_screen::Mark> {
         let mut marks = Vec::new();
         self.tracker.feed(bytes, &mut marks);
         marks
     }
 
     /// Waits until the shell is at its prompt; nothing is typed before.
-    fn until_prompt(&mut self) -> Result<(), ClientError> {
+    pub(crate) fn until_prompt(&mut self) -> Result<(), ClientError> {
         while self.tracker.state() != &ShellState::Prompt {
             match self.next(self.deadline)? {
                 Got::Output(_, b) => {
@@ -359,7 +359,7 @@ impl Runner<'_> {
     /// A shell without integration: ready when its foreground process reads the
     /// terminal (`reading`, as the daemon saw it), else once it has written and
     /// then been quiet for [`QUIET_READY`].
-    fn until_quiet(&mut self, reading: bool) -> Result<(), ClientError> {
+    pub(crate) fn until_quiet(&mut self, reading: bool) -> Result<(), ClientError> {
         if reading {
             return Ok(());
         }

@@ -388,7 +388,25 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                 Some(text) => wait_for_text(bound, &text, plain, timeout.0),
             }
         }
-        Command::Send { target, text, keys } => {
+        Command::Send {
+            target,
+            text,
+            keys,
+            deliver,
+        } if deliver.any() => {
+            let mut relay = open_target(&route, root.clone(), &target, None)?;
+            let owner = owner_of(&target.pre)?;
+            let bound = bind(&mut relay, owner.clone())?;
+            // The stream through a second relay pinned to the same creation.
+            let pinned = relay.target.session.to_string();
+            let mut second = open_relay(&route, root, &pinned, &target.pre, None)?;
+            let watch = bind(&mut second, owner)?;
+            let bytes = sessions::input_bytes(&text, keys);
+            super::send::send_over(bound, watch, bytes, &deliver, json)
+        }
+        Command::Send {
+            target, text, keys, ..
+        } => {
             let mut relay = open_target(&route, root, &target, None)?;
             let mut bound = bind(&mut relay, owner_of(&target.pre)?)?;
             bound.send(&sessions::input_bytes(&text, keys))?;

@@ -7,7 +7,7 @@ mod registry_ops;
 pub(crate) mod run;
 pub(crate) mod send;
 mod sessions;
-mod turns;
+pub(crate) mod turns;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -159,7 +159,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             if let Some(since) = since {
                 return turns::peek_since(root, &target, since, raw, json);
             }
-            sessions::peek(root, &target, !ansi, full, wait.as_deref(), timeout.0)
+            sessions::peek(root, &target, !ansi, full, wait.as_deref(), timeout.0, json)
         }
         Command::Send {
             target,

@@ -28,6 +28,12 @@ pub struct SessionJson {
     pub owner: Option<Owner>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
+    /// `ls --json` of a running session: when its terminal last took output, from
+    /// the PTY's mtime (SPEC §10), and its foreground process group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_output_at: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub foreground: Option<ForegroundJson>,
 }
 
 impl SessionJson {
@@ -51,6 +57,8 @@ impl SessionJson {
             tags: record.tags.clone(),
             legacy_policy: record.legacy_policy.as_str(),
             owner: record.owner.clone(),
+            last_output_at: None,
+            foreground: None,
             status_reason: match status {
                 SessionStatus::Unknown { reason } => Some(reason.clone()),
                 _ => None,
@@ -475,6 +483,8 @@ mod tests {
             legacy_policy: "observe",
             owner: None,
             status_reason: reason.map(str::to_owned),
+            last_output_at: reason.map(|_| 1),
+            foreground: reason.map(|_| ForegroundJson { pid: 3, name: None }),
         }
     }
 
@@ -649,7 +659,14 @@ mod tests {
             output_range: RangeJson { start: 0, end: 0 },
         };
         check(&shapes, "sent", v(&sent), v(&sent));
-        assert_eq!(shapes.len(), 21, "a shape in SPEC §10 without a type here");
+        let screen = crate::commands::turns::ScreenJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            output_cursor: Some(1),
+            screen: String::new(),
+        };
+        check(&shapes, "screen", v(&screen), v(&screen));
+        assert_eq!(shapes.len(), 22, "a shape in SPEC §10 without a type here");
     }
 
     fn shell() -> ShellJson {

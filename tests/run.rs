@@ -357,3 +357,32 @@ fn send_delivers_64_kib_whole_and_waits_past_the_echo() {
     let text = seen["output"].as_str().unwrap();
     assert!(e > s && text.contains("FINISHED"), "{v} {seen}");
 }
+
+/// `peek --json`: the screen with the output cursor of its cut and its creation.
+#[test]
+fn peek_json_names_the_cursor_of_its_screen() {
+    let reg = Reg::new();
+    let inc = reg.new_session("p", &["sh", "-c", "echo one; sleep 600"]);
+    reg.wait_for("p", "one");
+    let v = reg.run(&["--json", "peek", "p"]).json();
+    assert_eq!(v["outputCursor"], 5, "{v}");
+    assert_eq!(v["incarnation"], inc.as_str());
+    assert!(v["screen"].as_str().unwrap().starts_with("one"), "{v}");
+}
+
+/// `ls --json` of a running session: `foreground` from /proc and `lastOutputAt`
+/// from its PTY's mtime (coarse: at most about 8 s behind, SPEC §10).
+#[test]
+fn ls_json_adds_foreground_and_last_output_from_proc_and_the_pty() {
+    let reg = Reg::new();
+    let before = latch_registry::now_ms();
+    reg.new_session("l", &["sh", "-c", "echo hi; sleep 600"]);
+    reg.wait_for("l", "hi");
+    let v = reg.run(&["--json", "ls"]).json();
+    let e = &v[0];
+    assert_eq!(e["foreground"]["name"], "sh", "{e}");
+    let at = e["lastOutputAt"]
+        .as_u64()
+        .expect("a running session's PTY mtime");
+    assert!(at + 9_000 >= before, "{at} vs {before}");
+}

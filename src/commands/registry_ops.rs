@@ -40,7 +40,7 @@ pub(crate) fn ls(
         })
         .collect();
     if json {
-        let arr: Vec<EntryJson> = entries.iter().map(EntryJson::from).collect();
+        let arr: Vec<EntryJson> = entries.iter().map(ls_entry).collect();
         shapes::print(&arr)?;
     } else if entries.is_empty() {
         if status.is_some() || !want_tags.is_empty() || owner.is_some() {
@@ -54,6 +54,28 @@ pub(crate) fn ls(
         }
     }
     Ok(exit::OK)
+}
+
+/// One `ls --json` element; a running session adds what `/proc` and its PTY's
+/// inode tell, and nothing a daemon would have to be asked (SPEC §10).
+fn ls_entry(e: &Entry) -> EntryJson {
+    let mut j = EntryJson::from(e);
+    if let (EntryJson::Session(s), Entry::Session { record, status }) = (&mut j, e) {
+        if matches!(status, latch_client::SessionStatus::Running) {
+            s.last_output_at = record.tty.as_deref().and_then(tty_mtime_ms);
+            s.foreground = latch_registry::proc::foreground(record.child.pid)
+                .map(|(pid, name)| shapes::ForegroundJson { pid, name });
+        }
+    }
+    j
+}
+
+/// The mtime of a terminal device, in ms since the epoch: the kernel sets it
+/// when the program writes, to 8 s (it keeps the low three bits of the seconds).
+fn tty_mtime_ms(path: &str) -> Option<u64> {
+    let m = std::fs::metadata(path).ok()?.modified().ok()?;
+    let d = m.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(d.as_millis()).ok()
 }
 
 /// `latch` alone: the running sessions, and how to create and attach. It acts on

@@ -386,3 +386,15 @@ fn ls_json_adds_foreground_and_last_output_from_proc_and_the_pty() {
         .expect("a running session's PTY mtime");
     assert!(at + 9_000 >= before, "{at} vs {before}");
 }
+
+/// A terminal event names the output cursor up to which output was applied when
+/// it was found (SPEC §9.9).
+#[test]
+fn terminal_events_carry_the_output_cursor() {
+    let reg = Reg::new();
+    reg.new_session("e", &["sh", "-c", "printf 'ab\\007'; sleep 600"]);
+    let r = reg.run(&["events", "e", "--wait", "bell", "--json", "--timeout", "20"]);
+    let v = r.json();
+    assert_eq!(v["outputCursor"], 3, "{r:?}");
+    assert!(v["incarnation"].as_str().unwrap().starts_with("v1."));
+}

@@ -374,21 +374,36 @@ impl Session {
             std::mem::take(&mut b.dropped)
         };
         let carried = (dropped > 0).then_some(dropped);
+        // The output the emulator has applied: the event lies at or before it
+        // (SPEC §9.9).
+        let at = Some(
+            self.log
+                .borrow()
+                .facts()
+                .output_cursor
+                .saturating_sub(self.term.borrow().queued() as u64),
+        );
         let event = match e {
-            screen::TermEvent::Bell => EventKind::Bell { dropped: carried },
+            screen::TermEvent::Bell => EventKind::Bell {
+                dropped: carried,
+                output_cursor: at,
+            },
             screen::TermEvent::Title(title) => EventKind::TitleChange {
                 title,
                 dropped: carried,
+                output_cursor: at,
             },
             screen::TermEvent::Notification { osc, title, body } => EventKind::Notification {
                 source: format!("osc{osc}"),
                 title,
                 body,
                 dropped: carried,
+                output_cursor: at,
             },
             screen::TermEvent::CursorVisible(visible) => EventKind::CursorVisible {
                 visible,
                 dropped: carried,
+                output_cursor: at,
             },
         };
         // Queued for the event writer, never written here (SPEC §9.9). One it cannot

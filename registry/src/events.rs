@@ -117,6 +117,14 @@ pub enum EventKind {
         /// How many bells were dropped by the rate limit before this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
+        /// The output cursor after the output in which it was found (it lies at
+        /// or before it, SPEC.md §9.9), of this event's incarnation.
+        #[serde(
+            default,
+            rename = "outputCursor",
+            skip_serializing_if = "Option::is_none"
+        )]
+        output_cursor: Option<u64>,
     },
     /// The program set the window title (a reset is `""`).
     TitleChange {
@@ -125,6 +133,14 @@ pub enum EventKind {
         /// How many changes were dropped by the rate limit before this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
+        /// The output cursor after the output in which it was found (it lies at
+        /// or before it, SPEC.md §9.9), of this event's incarnation.
+        #[serde(
+            default,
+            rename = "outputCursor",
+            skip_serializing_if = "Option::is_none"
+        )]
+        output_cursor: Option<u64>,
     },
     /// The program sent a desktop notification.
     Notification {
@@ -137,6 +153,14 @@ pub enum EventKind {
         /// How many notifications were dropped by the rate limit before this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
+        /// The output cursor after the output in which it was found (it lies at
+        /// or before it, SPEC.md §9.9), of this event's incarnation.
+        #[serde(
+            default,
+            rename = "outputCursor",
+            skip_serializing_if = "Option::is_none"
+        )]
+        output_cursor: Option<u64>,
     },
     /// The program showed or hid the cursor.
     CursorVisible {
@@ -145,6 +169,14 @@ pub enum EventKind {
         /// How many changes were dropped by the rate limit before this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
+        /// The output cursor after the output in which it was found (it lies at
+        /// or before it, SPEC.md §9.9), of this event's incarnation.
+        #[serde(
+            default,
+            rename = "outputCursor",
+            skip_serializing_if = "Option::is_none"
+        )]
+        output_cursor: Option<u64>,
     },
 }
 
@@ -562,7 +594,14 @@ mod tests {
         for _ in 0..20 {
             reg.append_event(
                 &lock,
-                &Event::new(&id, &inc, EventKind::Bell { dropped: None }),
+                &Event::new(
+                    &id,
+                    &inc,
+                    EventKind::Bell {
+                        dropped: None,
+                        output_cursor: None,
+                    },
+                ),
             )
             .unwrap();
         }
@@ -574,6 +613,7 @@ mod tests {
             EventKind::TitleChange {
                 title,
                 dropped: None,
+                output_cursor: None,
             },
         );
         reg.append_event(&lock, &ev).unwrap();

@@ -130,11 +130,13 @@ pub enum Command {
         #[command(flatten)]
         target: TargetArgs,
         /// Text to send, concatenated as given.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "file")]
         text: Vec<String>,
         /// Treat each argument as a key name when it is one (Enter, Tab, Escape, C-c, Up...).
         #[arg(short, long)]
         keys: bool,
+        #[command(flatten)]
+        deliver: crate::commands::send::DeliverArgs,
     },
     /// Wait until a session's output holds a condition, evaluated on its daemon's
     /// stream: text written after a cursor, quiet, the shell's prompt, or the end.
@@ -164,6 +166,11 @@ pub enum Command {
         #[arg(long, value_name = "DUR", default_value = "10")]
         timeout: Dur,
     },
+    /// Type a command into a session's shell, wait for its end, print exactly its
+    /// output and exit with its code (shell integration, SPEC §4.7).
+    Run(crate::commands::run::RunArgs),
+    /// The command blocks the session's daemon saw (SPEC §4.7).
+    Commands(crate::commands::run::CommandsArgs),
     /// Set a session's terminal size.
     Resize {
         #[command(flatten)]

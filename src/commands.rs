@@ -7,10 +7,12 @@ mod hosts;
 mod lifecycle;
 mod registry_ops;
 pub(crate) mod resurrect;
+pub(crate) mod run;
+pub(crate) mod send;
 mod sessions;
 pub(crate) mod stats;
 pub(crate) mod supervise;
-mod turns;
+pub(crate) mod turns;
 pub(crate) mod up;
 
 use std::path::{Path, PathBuf};
@@ -164,9 +166,20 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             if let Some(since) = since {
                 return turns::peek_since(root, &target, since, raw, json);
             }
-            sessions::peek(root, &target, !ansi, full, wait.as_deref(), timeout.0)
+            sessions::peek(root, &target, !ansi, full, wait.as_deref(), timeout.0, json)
         }
-        Command::Send { target, text, keys } => sessions::send(root, &target, &text, keys),
+        Command::Send {
+            target,
+            text,
+            keys,
+            deliver,
+        } if deliver.any() => {
+            let bytes = sessions::input_bytes(&text, keys);
+            send::send(root, &target, bytes, &deliver, json)
+        }
+        Command::Send {
+            target, text, keys, ..
+        } => sessions::send(root, &target, &text, keys),
         Command::Wait {
             target,
             text,
@@ -183,6 +196,8 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             timeout.0,
             json,
         ),
+        Command::Run(args) => run::run(root, &args, json),
+        Command::Commands(args) => run::commands(root, &args, json),
         Command::Resize { target, rows, cols } => sessions::resize(root, &target, rows, cols),
         Command::Ls {
             tags,

@@ -28,12 +28,12 @@ pub struct SessionJson {
     pub owner: Option<Owner>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
-    /// `ls --json` only, for a running session: its process count and CPU time
-    /// (`latch stats`' cheap subset, SPEC §10).
+    /// `ls --json` of a running session: when its terminal last took output, from
+    /// the PTY's mtime (SPEC §10), and its foreground process group.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub processes: Option<u32>,
+    pub last_output_at: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_ms: Option<u64>,
+    pub foreground: Option<ForegroundJson>,
 }
 
 impl SessionJson {
@@ -57,6 +57,8 @@ impl SessionJson {
             tags: record.tags.clone(),
             legacy_policy: record.legacy_policy.as_str(),
             owner: record.owner.clone(),
+            last_output_at: None,
+            foreground: None,
             status_reason: match status {
                 SessionStatus::Unknown { reason } => Some(reason.clone()),
                 // restarting, flapping, parent-ended (SPEC §9.16).
@@ -64,8 +66,6 @@ impl SessionJson {
                     .1
                     .map(|r| r.as_str().to_owned()),
             },
-            processes: None,
-            cpu_ms: None,
         }
     }
 }
@@ -489,8 +489,8 @@ mod tests {
             legacy_policy: "observe",
             owner: None,
             status_reason: reason.map(str::to_owned),
-            processes: reason.map(|_| 2),
-            cpu_ms: reason.map(|_| 10),
+            last_output_at: reason.map(|_| 1),
+            foreground: reason.map(|_| ForegroundJson { pid: 3, name: None }),
         }
     }
 
@@ -556,10 +556,11 @@ mod tests {
         };
         check(&shapes, "restarted", v(&restarted), v(&restarted));
         let status = |with: bool| StatusJson {
-            // `ls --json` alone carries `processes` and `cpuMs`.
+            // `ls --json` alone carries the session's `lastOutputAt` and
+            // `foreground`; status has its own.
             session: SessionJson {
-                processes: None,
-                cpu_ms: None,
+                last_output_at: None,
+                foreground: None,
                 ..session(with.then_some("why"))
             },
             daemon: with.then(daemon),
@@ -695,7 +696,49 @@ mod tests {
             error: with.then(|| "e".into()),
         };
         check(&shapes, "resurrected", v(&res(true)), v(&res(false)));
-        assert_eq!(shapes.len(), 24, "a shape in SPEC §10 without a type here");
+        let run = crate::commands::run::RunJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            command: "ls".into(),
+            exit_code: Some(0),
+            output: String::new(),
+            output_range: RangeJson { start: 0, end: 0 },
+            dropped_bytes: 0,
+            started_at: 0,
+            ended_at: 0,
+            cwd: None,
+        };
+        check(&shapes, "run", v(&run), v(&run));
+        let cmd = crate::commands::run::CommandJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            command: None,
+            cwd: None,
+            started_at: 0,
+            ended_at: None,
+            exit_code: None,
+            output_range: crate::commands::run::CommandRangeJson {
+                start: 0,
+                end: None,
+            },
+        };
+        check(&shapes, "command", v(&cmd), v(&cmd));
+        let sent = crate::commands::send::SentJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            bytes: 1,
+            pasted: false,
+            output_range: RangeJson { start: 0, end: 0 },
+        };
+        check(&shapes, "sent", v(&sent), v(&sent));
+        let screen = crate::commands::turns::ScreenJson {
+            id: "a".into(),
+            incarnation: "v1.x".into(),
+            output_cursor: Some(1),
+            screen: String::new(),
+        };
+        check(&shapes, "screen", v(&screen), v(&screen));
+        assert_eq!(shapes.len(), 28, "a shape in SPEC §10 without a type here");
     }
 
     fn shell() -> ShellJson {

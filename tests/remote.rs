@@ -955,3 +955,24 @@ fn a_recording_through_ssh_is_written_on_the_host() {
     };
     assert!(text.contains("on-the-host"), "{text}");
 }
+
+/// `run` and `commands` through `--host`: the same frames over the bridge, the
+/// command's code as run's own (SPEC §4.7, §12.3).
+#[test]
+fn run_and_commands_through_ssh() {
+    let s = Sshd::start();
+    s.alpha.new_session("rb", &["bash"]);
+    let r = s.run(&[
+        "--host",
+        "alpha",
+        "run",
+        "rb",
+        "--timeout",
+        "60",
+        "sh -c 'echo over; exit 7'",
+    ]);
+    assert_eq!((r.code, r.stdout.as_str()), (7, "over\n"), "{r:?}");
+    let r = s.run(&["--host", "alpha", "--json", "commands", "rb"]);
+    let v = r.json();
+    assert_eq!(v[0]["exitCode"], 7, "{r:?}");
+}

@@ -243,6 +243,27 @@ impl Bound {
         self.conn.run(op)
     }
 
+    /// Takes the session's run lease (SPEC.md §4.7), or re-reads its facts when
+    /// this connection holds it: `granted` is false while another connection
+    /// holds it. The holder may type while attached read-only. A version-2
+    /// daemon: [`ClientError::Protocol`] (exit 8).
+    pub fn lease(&mut self) -> Result<latch_wire::LeaseFacts, ClientError> {
+        let op = proto::lease(&self.conn.negotiated)?;
+        self.conn.run(op)
+    }
+
+    /// Gives the run lease back (closing the connection does too).
+    pub fn release(&mut self) -> Result<(), ClientError> {
+        self.conn.run(proto::confirmed(ClientFrame::Release))
+    }
+
+    /// The newest `last` command blocks the daemon keeps, oldest first (SPEC.md
+    /// §4.7). A version-2 daemon: [`ClientError::Protocol`] (exit 8).
+    pub fn commands(&mut self, last: u32) -> Result<Vec<latch_wire::CommandBlock>, ClientError> {
+        let op = proto::commands(&self.conn.negotiated, last)?;
+        self.conn.run(op)
+    }
+
     /// One snapshot of the screen.
     pub fn peek(&mut self, opts: PeekOptions) -> Result<Bytes, ClientError> {
         self.conn.run(proto::peek(opts))
@@ -354,6 +375,9 @@ pub enum AttachEvent {
     /// from there; what was skipped is the difference of two cursors) and the
     /// shell there (SPEC.md §4.7).
     Cut(latch_wire::CutFacts),
+    /// The run lease this connection held was revoked: the session began
+    /// draining (a kill or restart, SPEC.md §4.7).
+    LeaseRevoked,
 }
 
 /// The reading half of an attachment.

@@ -347,6 +347,7 @@ mod create;
 mod error;
 mod events;
 // Entry points for the fuzz targets in fuzz/ (not a public API).
+mod deliver;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -360,6 +361,9 @@ mod proto;
 mod receipt;
 mod supervise;
 pub use supervise::{shown_status, KEPT_ENV};
+mod run;
+pub use deliver::{send_bound, After, SendOptions, Sent};
+pub use run::{run_bound, typed_line, RunOptions, RunResult, QUIET_READY};
 mod wait;
 pub use wait::{wait_bound, Condition, Waited, TEXT_WINDOW};
 

@@ -382,6 +382,37 @@ pub(crate) fn casts(
     })
 }
 
+/// LEASE (SPEC.md §4.7): the run lease, and the facts for typing.
+pub(crate) fn lease(negotiated: &Negotiated) -> Result<Op<latch_wire::LeaseFacts>, ClientError> {
+    needs_version(negotiated, CURSORS_VERSION, "runs")?;
+    Ok(Op {
+        send: vec![ClientFrame::Lease],
+        step: Box::new(|f| {
+            Step::Done(reply(f).and_then(|f| match f {
+                ServerFrame::Leased(l) => Ok(*l),
+                other => Err(unexpected(&other)),
+            }))
+        }),
+    })
+}
+
+/// COMMANDS (SPEC.md §4.7): the newest `last` command blocks.
+pub(crate) fn commands(
+    negotiated: &Negotiated,
+    last: u32,
+) -> Result<Op<Vec<latch_wire::CommandBlock>>, ClientError> {
+    needs_version(negotiated, CURSORS_VERSION, "command blocks")?;
+    Ok(Op {
+        send: vec![ClientFrame::Commands { last }],
+        step: Box::new(|f| {
+            Step::Done(reply(f).and_then(|f| match f {
+                ServerFrame::Commands(v) => Ok(v),
+                other => Err(unexpected(&other)),
+            }))
+        }),
+    })
+}
+
 /// A mismatch unless the connection speaks `version` or later.
 pub(crate) fn needs_version(
     negotiated: &Negotiated,
@@ -536,6 +567,7 @@ pub(crate) fn attach_event(f: Option<ServerFrame>) -> Option<Result<AttachEvent,
         Some(ServerFrame::Detached) => AttachEvent::Detached,
         Some(ServerFrame::Error { code, detail }) => AttachEvent::Error { code, detail },
         Some(ServerFrame::Cut(c)) => AttachEvent::Cut(c),
+        Some(ServerFrame::Leased(l)) if !l.granted => AttachEvent::LeaseRevoked,
         Some(ServerFrame::Pong(_)) => return None,
         Some(other) => return Some(Err(unexpected(&other))),
     }))
@@ -565,7 +597,8 @@ pub(crate) fn wait_wake(event: AttachEvent, text: &str) -> Result<(), ClientErro
         AttachEvent::Output(_)
         | AttachEvent::Screen(_)
         | AttachEvent::Geometry { .. }
-        | AttachEvent::Cut(_) => Ok(()),
+        | AttachEvent::Cut(_)
+        | AttachEvent::LeaseRevoked => Ok(()),
         AttachEvent::Exit(_) | AttachEvent::Closed | AttachEvent::Detached => {
             Err(ClientError::unreachable(
                 UnreachableCause::Exited,

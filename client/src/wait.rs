@@ -402,7 +402,7 @@ fn quiet_since(last_output_ms: Option<u64>) -> Duration {
 
 /// Plain text of the output from a start cursor, searched for `text` within a
 /// bounded window.
-struct Finder<'a> {
+pub(crate) struct Finder<'a> {
     text: &'a str,
     start: u64,
     plain: latch_screen::PlainStream,
@@ -410,7 +410,7 @@ struct Finder<'a> {
 }
 
 impl<'a> Finder<'a> {
-    fn new(text: &'a str, start: u64) -> Self {
+    pub(crate) fn new(text: &'a str, start: u64) -> Self {
         Self {
             text,
             start,
@@ -421,7 +421,7 @@ impl<'a> Finder<'a> {
 
     /// The chunk of output at cursor `at`: the cursor after it when the text is
     /// now found (bytes before the start cursor are not looked at).
-    fn feed(&mut self, at: u64, bytes: &[u8]) -> Option<u64> {
+    pub(crate) fn feed(&mut self, at: u64, bytes: &[u8]) -> Option<u64> {
         let skip = usize::try_from(self.start.saturating_sub(at))
             .unwrap_or(usize::MAX)
             .min(bytes.len());

@@ -343,6 +343,19 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
                     session.casts_reply(client, stop);
                     Ok(())
                 }
+                // The run lease and command blocks (SPEC §4.7, daemon/src/lease.rs).
+                Effect::Lease => {
+                    session.lease(client);
+                    Ok(())
+                }
+                Effect::Release => {
+                    session.release(client);
+                    Ok(())
+                }
+                Effect::Commands { last } => {
+                    session.commands(client, last);
+                    Ok(())
+                }
             };
             if let Err(refusal) = result {
                 // On a legacy connection the codec writes nothing for it: the

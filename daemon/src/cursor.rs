@@ -8,6 +8,7 @@ use latch_screen::{Mark, ShellState, ShellTracker};
 use latch_wire::limits::OUTPUT_RING_BYTES;
 use latch_wire::{CutFacts, OutputFacts, OutputRange, ShellFacts, ShellPhase};
 
+use crate::lease::Blocks;
 use crate::ring::Ring;
 
 /// The output log of one creation.
@@ -18,6 +19,8 @@ pub(crate) struct OutputLog {
     /// Scratch for the marks of one push (kept to reuse its allocation).
     marks: Vec<Mark>,
     last_output_ms: Option<u64>,
+    /// The command blocks the marks delimit (SPEC §4.7).
+    pub blocks: Blocks,
 }
 
 impl Default for OutputLog {
@@ -27,6 +30,7 @@ impl Default for OutputLog {
             shell: ShellTracker::new(),
             marks: Vec::new(),
             last_output_ms: None,
+            blocks: Blocks::default(),
         }
     }
 }
@@ -41,6 +45,15 @@ impl OutputLog {
         self.marks.clear();
         self.shell.feed(bytes, &mut self.marks);
         self.last_output_ms = Some(now_ms);
+        for m in &self.marks {
+            self.blocks.mark(m, self.shell.cwd(), now_ms);
+        }
+    }
+
+    /// Whether the program marks its prompts: an OSC 133 A has been read in this
+    /// creation (C and D alone are what `run --marker` prints itself).
+    pub fn marked(&self) -> bool {
+        self.shell.prompts() > 0
     }
 
     /// The output cursor.

@@ -141,7 +141,10 @@ mod tests {
         let mut writer = EventWriter::start(registry.clone(), own).unwrap();
         let mut queued = 0;
         let full = (0..100_000).find(|_| {
-            let r = writer.send(EventKind::Bell { dropped: None });
+            let r = writer.send(EventKind::Bell {
+                dropped: None,
+                output_cursor: None,
+            });
             queued += usize::from(r.is_ok());
             r == Err(NotQueued::Full)
         });
@@ -150,7 +153,10 @@ mod tests {
         // No record names the creation: closing writes nothing and ends at once.
         writer.close();
         assert_eq!(
-            writer.send(EventKind::Bell { dropped: None }),
+            writer.send(EventKind::Bell {
+                dropped: None,
+                output_cursor: None,
+            }),
             Err(NotQueued::Gone)
         );
     }

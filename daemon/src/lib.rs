@@ -51,6 +51,7 @@ mod create;
 mod cursor;
 mod event_writer;
 mod input;
+mod lease;
 mod logging;
 mod outbound;
 mod parent;

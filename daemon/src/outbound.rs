@@ -209,7 +209,19 @@ pub(crate) fn cost(item: &Outbound) -> usize {
             }
             ServerFrame::Bound { id, .. } => id.as_str().len(),
             ServerFrame::Casts(c) => c.iter().map(|c| c.file.len() + 48).sum(),
-            ServerFrame::Unassigned13(never) | ServerFrame::Unassigned14(never) => match *never {},
+            ServerFrame::Leased(l) => {
+                std::mem::size_of::<latch_wire::LeaseFacts>()
+                    + l.output.shell.command.as_ref().map_or(0, String::len)
+                    + l.output.shell.cwd.as_ref().map_or(0, String::len)
+            }
+            ServerFrame::Commands(v) => v
+                .iter()
+                .map(|b| {
+                    std::mem::size_of::<latch_wire::CommandBlock>()
+                        + b.command.as_ref().map_or(0, String::len)
+                        + b.cwd.as_ref().map_or(0, String::len)
+                })
+                .sum(),
             ServerFrame::Geometry { .. }
             | ServerFrame::Exit(_)
             | ServerFrame::Pong(_)

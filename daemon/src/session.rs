@@ -116,6 +116,10 @@ pub(crate) struct Session {
     pub(crate) casts: RefCell<crate::cast::Casts>,
     /// Wakes the checkpoint task: the program wrote (SPEC §9.18).
     pub output_seen: Notify,
+    /// The run lease (SPEC §4.7) and whether the program was started with
+    /// latch's shell integration.
+    lease: crate::lease::Lease,
+    integration: bool,
 }
 
 /// A token bucket: `EVENT_BURST` events of one type at once, then one per
@@ -171,6 +175,9 @@ impl Session {
             log: RefCell::new(OutputLog::default()),
             output_seen: Notify::new(),
             casts: RefCell::new(crate::cast::Casts::new(facts)),
+            lease: crate::lease::Lease::default(),
+            integration: spec.shell_integration != latch_registry::shell::Integration::Off
+                && latch_registry::shell::Shell::of(&spec.command).is_some(),
         };
         if let Some(screen) = &spec.supervision.initial_screen {
             crate::checkpoint::draw(&mut session.term.borrow_mut(), screen);
@@ -212,6 +219,16 @@ impl Session {
     /// Starts draining (SIGTERM/SIGHUP to the daemon).
     pub fn set_draining(&self) {
         self.draining.set(true);
+        // The run lease ends with the creation (SPEC §4.7).
+        if let Some(holder) = self.lease.revoke() {
+            let peer = self.clients.borrow().get(&holder).cloned();
+            if let Some(peer) = peer {
+                peer.with_conn(|c| c.set_leased(false));
+                let mut facts = self.lease_facts(false);
+                facts.granted = false;
+                peer.send(Outbound::Strict(ServerFrame::Leased(Box::new(facts))));
+            }
+        }
     }
 
     // ----- connections -----
@@ -229,6 +246,7 @@ impl Session {
     /// Forgets a finished connection.
     pub fn unregister(&self, id: u64) {
         self.detach(id);
+        self.lease.give_back(id);
         self.clients.borrow_mut().remove(&id);
         self.connection_gone.notify_one();
     }
@@ -391,21 +409,36 @@ impl Session {
             std::mem::take(&mut b.dropped)
         };
         let carried = (dropped > 0).then_some(dropped);
+        // The output the emulator has applied: the event lies at or before it
+        // (SPEC §9.9).
+        let at = Some(
+            self.log
+                .borrow()
+                .facts()
+                .output_cursor
+                .saturating_sub(self.term.borrow().queued() as u64),
+        );
         let event = match e {
-            screen::TermEvent::Bell => EventKind::Bell { dropped: carried },
+            screen::TermEvent::Bell => EventKind::Bell {
+                dropped: carried,
+                output_cursor: at,
+            },
             screen::TermEvent::Title(title) => EventKind::TitleChange {
                 title,
                 dropped: carried,
+                output_cursor: at,
             },
             screen::TermEvent::Notification { osc, title, body } => EventKind::Notification {
                 source: format!("osc{osc}"),
                 title,
                 body,
                 dropped: carried,
+                output_cursor: at,
             },
             screen::TermEvent::CursorVisible(visible) => EventKind::CursorVisible {
                 visible,
                 dropped: carried,
+                output_cursor: at,
             },
         };
         // Queued for the event writer, never written here (SPEC §9.9). One it cannot
@@ -567,6 +600,40 @@ impl Session {
             .min(latch_wire::limits::REPLY_QUEUE_BYTES);
         let range = self.log.borrow().since(since, max);
         client.send(Outbound::Strict(ServerFrame::OutputRange(range)));
+    }
+
+    /// LEASE (SPEC §4.7): the run lease for `client` if nobody else holds it, and
+    /// the facts a client that types needs, read now.
+    pub fn lease(&self, client: &Peer) {
+        let granted = self.lease.take(client.id);
+        client.with_conn(|c| c.set_leased(granted));
+        let facts = self.lease_facts(granted);
+        client.send(Outbound::Strict(ServerFrame::Leased(Box::new(facts))));
+    }
+
+    fn lease_facts(&self, granted: bool) -> latch_wire::LeaseFacts {
+        let paste = self.term.borrow_mut().bracketed_paste();
+        self.settle();
+        latch_wire::LeaseFacts {
+            granted,
+            integration: self.integration,
+            marked: self.log.borrow().marked(),
+            bracketed_paste: paste,
+            reading: crate::lease::foreground_reading(self.child_pid),
+            output: self.log.borrow().facts(),
+        }
+    }
+
+    /// RELEASE, or the end of `client`'s connection: the lease is free again.
+    pub fn release(&self, client: &Peer) {
+        self.lease.give_back(client.id);
+        client.with_conn(|c| c.set_leased(false));
+    }
+
+    /// COMMANDS: the newest `last` command blocks (SPEC §4.7).
+    pub fn commands(&self, client: &Peer, last: u32) {
+        let blocks = self.log.borrow().blocks.last(last);
+        client.send(Outbound::Strict(ServerFrame::Commands(blocks)));
     }
 
     /// Strict PEEK: one SCREEN (a legacy PEEK is a subscription, [`join`]).

@@ -40,6 +40,10 @@ if [[ -n "${LATCH_SHELL_INTEGRATION-}" ]]; then
         if [[ $PS1 != *'\[\e]133;B\a\]' ]]; then
             PS1+='\[\e]133;B\a\]'
         fi
+        # A continuation prompt (an unclosed quote) is marked A;k=s, as kitty does.
+        if [[ $PS2 != '\[\e]133;A;k=s\a\]'* ]]; then
+            PS2='\[\e]133;A;k=s\a\]'"$PS2"
+        fi
         return $status
     }
     # PS0 is expanded in this shell after a command line is read and before it runs:

@@ -129,6 +129,14 @@ pub enum EventKind {
         /// How many bells were dropped by the rate limit before this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
+        /// The output cursor after the output in which it was found (it lies at
+        /// or before it, SPEC.md §9.9), of this event's incarnation.
+        #[serde(
+            default,
+            rename = "outputCursor",
+            skip_serializing_if = "Option::is_none"
+        )]
+        output_cursor: Option<u64>,
     },
     /// The program set the window title (a reset is `""`).
     TitleChange {
@@ -137,6 +145,14 @@ pub enum EventKind {
         /// How many changes were dropped by the rate limit before this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
+        /// The output cursor after the output in which it was found (it lies at
+        /// or before it, SPEC.md §9.9), of this event's incarnation.
+        #[serde(
+            default,
+            rename = "outputCursor",
+            skip_serializing_if = "Option::is_none"
+        )]
+        output_cursor: Option<u64>,
     },
     /// The program sent a desktop notification.
     Notification {
@@ -149,6 +165,14 @@ pub enum EventKind {
         /// How many notifications were dropped by the rate limit before this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
+        /// The output cursor after the output in which it was found (it lies at
+        /// or before it, SPEC.md §9.9), of this event's incarnation.
+        #[serde(
+            default,
+            rename = "outputCursor",
+            skip_serializing_if = "Option::is_none"
+        )]
+        output_cursor: Option<u64>,
     },
     /// The program showed or hid the cursor.
     CursorVisible {
@@ -157,6 +181,14 @@ pub enum EventKind {
         /// How many changes were dropped by the rate limit before this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dropped: Option<u64>,
+        /// The output cursor after the output in which it was found (it lies at
+        /// or before it, SPEC.md §9.9), of this event's incarnation.
+        #[serde(
+            default,
+            rename = "outputCursor",
+            skip_serializing_if = "Option::is_none"
+        )]
+        output_cursor: Option<u64>,
     },
     /// The daemon started the program again as this incarnation (SPEC §9.16).
     #[serde(rename_all = "camelCase")]
@@ -630,7 +662,14 @@ mod tests {
         for _ in 0..20 {
             reg.append_event(
                 &lock,
-                &Event::new(&id, &inc, EventKind::Bell { dropped: None }),
+                &Event::new(
+                    &id,
+                    &inc,
+                    EventKind::Bell {
+                        dropped: None,
+                        output_cursor: None,
+                    },
+                ),
             )
             .unwrap();
         }
@@ -642,6 +681,7 @@ mod tests {
             EventKind::TitleChange {
                 title,
                 dropped: None,
+                output_cursor: None,
             },
         );
         reg.append_event(&lock, &ev).unwrap();

@@ -6,7 +6,6 @@
 //! finds them ([`crate::proc::session_members`]). A process that left the terminal
 //! session (`setsid`, a daemonising double fork) is not counted.
 
-use std::collections::HashMap;
 use std::fs;
 
 use crate::proc::PidFd;
@@ -122,89 +121,6 @@ pub fn session_usage(program: &PidFd) -> Option<SessionUsage> {
     program.is_alive().then_some(total)
 }
 
-/// What [`scan_sessions`] takes from one `/proc/PID/stat` line, in one pass.
-struct StatFields {
-    state: u8,
-    sid: u32,
-    cpu_ticks: u64,
-    start_time: u64,
-    rss_pages: u64,
-}
-
-fn scan_fields(stat: &str) -> Option<StatFields> {
-    let mut it = stat.get(stat.rfind(')')? + 1..)?.split_ascii_whitespace();
-    // Field N is the (N - 3)th after the command name.
-    let mut f = [0u64; 22];
-    let state = it.next()?.bytes().next()?;
-    for slot in f.iter_mut().skip(1) {
-        *slot = it.next()?.parse().unwrap_or(0);
-    }
-    let at = |n: usize| f[n - 3];
-    Some(StatFields {
-        state,
-        sid: u32::try_from(at(6)).ok()?,
-        cpu_ticks: at(14) + at(15) + at(16) + at(17),
-        start_time: at(22),
-        rss_pages: at(24),
-    })
-}
-
-/// One terminal session as [`scan_sessions`] saw it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ScannedSession {
-    /// Its processes' figures (no PSS).
-    pub usage: SessionUsage,
-    /// The start time (field 22) of its leader, the process whose pid is the
-    /// session id, if it was seen alive.
-    pub leader_start_time: Option<u64>,
-}
-
-/// The cheap subset for `ls --json`: one pass over `/proc`, every process's
-/// terminal session, CPU and RSS from its `stat` (no `smaps`), keyed by session
-/// id. An observation for reporting only; the caller keeps only the sessions whose
-/// leader has the recorded program's start time.
-pub fn scan_sessions() -> HashMap<u32, ScannedSession> {
-    let mut out: HashMap<u32, ScannedSession> = HashMap::new();
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return out;
-    };
-    let (ticks, page) = (clock_ticks(), page_size());
-    // One buffer for every read: thousands of small files.
-    let (mut path, mut stat) = (String::with_capacity(32), String::with_capacity(512));
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        use std::fmt::Write as _;
-        use std::io::Read as _;
-        path.clear();
-        let _ = write!(path, "/proc/{pid}/stat");
-        stat.clear();
-        let read = fs::File::open(&path).and_then(|mut f| f.read_to_string(&mut stat));
-        if read.is_err() {
-            continue;
-        }
-        let Some(f) = scan_fields(&stat) else {
-            continue;
-        };
-        if matches!(f.state, b'Z' | b'X' | b'x') {
-            continue;
-        }
-        let (sid, cpu_ms, rss_bytes) = (f.sid, f.cpu_ticks * 1000 / ticks, f.rss_pages * page);
-        let seen = out.entry(sid).or_default();
-        seen.usage.add(ProcUsage {
-            cpu_ms,
-            rss_bytes,
-            pss_bytes: None,
-        });
-        if pid == sid {
-            seen.leader_start_time = Some(f.start_time);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,13 +139,9 @@ mod tests {
     }
 
     #[test]
-    fn our_own_usage_reads_and_our_session_scans() {
+    fn our_own_usage_reads() {
         let me = PidFd::open(std::process::id()).unwrap();
         let u = proc_usage(&me, true).unwrap();
         assert!(u.rss_bytes > 0);
-        let sid = u32::try_from(nix::unistd::getsid(None).unwrap().as_raw()).unwrap();
-        assert!(scan_sessions()
-            .get(&sid)
-            .is_some_and(|s| s.usage.processes >= 1));
     }
 }

@@ -135,20 +135,26 @@ fn event_types_match_spec() {
         },
         EventKind::KillRequested { signal: 1 },
         EventKind::Removed,
-        EventKind::Bell { dropped: Some(1) },
+        EventKind::Bell {
+            dropped: Some(1),
+            output_cursor: Some(1),
+        },
         EventKind::TitleChange {
             title: String::new(),
             dropped: Some(1),
+            output_cursor: Some(1),
         },
         EventKind::Notification {
             source: "osc9".into(),
             title: None,
             body: String::new(),
             dropped: Some(1),
+            output_cursor: Some(1),
         },
         EventKind::CursorVisible {
             visible: true,
             dropped: Some(1),
+            output_cursor: Some(1),
         },
         EventKind::SessionRespawn {
             previous_incarnation: inc,

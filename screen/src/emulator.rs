@@ -346,6 +346,13 @@ impl Emulator {
         )
     }
 
+    /// Whether the program enabled bracketed paste (mode 2004), after the
+    /// queued output.
+    pub fn bracketed_paste(&mut self) -> bool {
+        self.flush();
+        self.term.mode().contains(TermMode::BRACKETED_PASTE)
+    }
+
     /// Lines kept above the screen.
     #[cfg(test)]
     pub fn history(&mut self) -> usize {

@@ -96,6 +96,10 @@ pub struct ShellTracker {
     state: ShellState,
     cwd: Option<String>,
     last_exit: Option<i32>,
+    /// Every OSC 133 A read, duplicates included, and A with `k=s` (a secondary,
+    /// continuation prompt, as kitty marks PS2) apart.
+    prompts: u64,
+    continuations: u64,
 }
 
 impl Default for ShellTracker {
@@ -115,7 +119,21 @@ impl ShellTracker {
             state: ShellState::Unknown,
             cwd: None,
             last_exit: None,
+            prompts: 0,
+            continuations: 0,
         }
+    }
+
+    /// Prompt starts (OSC 133 A) read so far, duplicates included: a shell that
+    /// draws a new prompt without running anything (an empty line) still counts.
+    pub fn prompts(&self) -> u64 {
+        self.prompts
+    }
+
+    /// Continuation prompts (OSC 133 A with `k=s`, a shell's PS2) read so far; they
+    /// change no state (SPEC §4.6).
+    pub fn continuations(&self) -> u64 {
+        self.continuations
     }
 
     /// A tracker that continues from output cursor `cursor`, where the shell was
@@ -220,6 +238,15 @@ impl ShellTracker {
     fn finish(&mut self, end: u64, marks: &mut Vec<Mark>) {
         let payload = std::mem::take(&mut self.buf);
         let kind = if let Some(rest) = payload.strip_prefix(b"133;") {
+            if rest.first() == Some(&b'A') {
+                if rest.split(|&b| b == b';').skip(1).any(|o| o == b"k=s") {
+                    self.continuations += 1;
+                    self.buf = payload;
+                    self.buf.clear();
+                    return;
+                }
+                self.prompts += 1;
+            }
             parse_133(rest)
         } else if let Some(rest) = payload.strip_prefix(b"7;") {
             parse_osc7(rest).map(MarkKind::Cwd)

@@ -42,6 +42,8 @@ fn reference_of(command: &Command) -> Option<&str> {
         | Command::Rename { target, .. }
         | Command::Restart { target, .. } => Some(&target.reference),
         Command::Cast(args) => Some(&args.target.reference),
+        Command::Run(a) => Some(&a.target.reference),
+        Command::Commands(a) => Some(&a.target.reference),
         Command::Attach { reference, .. } | Command::Events { reference, .. } => {
             reference.as_deref()
         }
@@ -63,6 +65,8 @@ fn receipt_of(command: &Command) -> Option<&std::path::Path> {
         | Command::Rename { target, .. }
         | Command::Restart { target, .. } => &target.pre,
         Command::Cast(args) => &args.target.pre,
+        Command::Run(a) => &a.target.pre,
+        Command::Commands(a) => &a.target.pre,
         Command::Attach { pre, .. } => pre,
         Command::Meta {
             op: MetaOp::Patch { pre, .. },
@@ -393,7 +397,25 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                 Some(text) => wait_for_text(bound, &text, plain, timeout.0),
             }
         }
-        Command::Send { target, text, keys } => {
+        Command::Send {
+            target,
+            text,
+            keys,
+            deliver,
+        } if deliver.any() => {
+            let mut relay = open_target(&route, root.clone(), &target, None)?;
+            let owner = owner_of(&target.pre)?;
+            let bound = bind(&mut relay, owner.clone())?;
+            // The stream through a second relay pinned to the same creation.
+            let pinned = relay.target.session.to_string();
+            let mut second = open_relay(&route, root, &pinned, &target.pre, None)?;
+            let watch = bind(&mut second, owner)?;
+            let bytes = sessions::input_bytes(&text, keys);
+            super::send::send_over(bound, watch, bytes, &deliver, json)
+        }
+        Command::Send {
+            target, text, keys, ..
+        } => {
             let mut relay = open_target(&route, root, &target, None)?;
             let mut bound = bind(&mut relay, owner_of(&target.pre)?)?;
             bound.send(&sessions::input_bytes(&text, keys))?;
@@ -429,6 +451,19 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             let mut relay = open_target(&route, root, &args.target, None)?;
             let mut bound = bind(&mut relay, owner_of(&args.target.pre)?)?;
             crate::commands::cast::run_bound(&mut bound, &args, json)
+        }
+        // run and commands over the relay, as locally (SPEC §4.7, §12.3).
+        Command::Run(args) => {
+            let command = super::run::command_line(&args.command);
+            let mut relay = open_target(&route, root, &args.target, None)?;
+            let bound = bind(&mut relay, owner_of(&args.target.pre)?)?;
+            let result = super::run::run_over(bound, &args, &command, json);
+            super::run::finish(result, &command, json)
+        }
+        Command::Commands(args) => {
+            let mut relay = open_target(&route, root, &args.target, None)?;
+            let mut bound = bind(&mut relay, owner_of(&args.target.pre)?)?;
+            super::run::print_commands(&mut bound, args.last, json)
         }
         Command::Resize { target, rows, cols } => {
             latch_wire::limits::check_size(rows, cols).map_err(|e| usage(e.to_string()))?;

@@ -24,7 +24,6 @@ pub(crate) fn ls(
     let want_tags = parse_kv(tags, "--tag")?;
     let client = open(root)?;
     // `ls --json`'s cheap subset (SPEC §10): one pass over /proc, beside the listing.
-    let scan = json.then(|| std::thread::spawn(latch_registry::usage::scan_sessions));
     let listed = match &owner {
         Some(o) => client.list_owned(o)?,
         None => client.list()?,
@@ -42,9 +41,7 @@ pub(crate) fn ls(
         })
         .collect();
     if json {
-        let mut arr: Vec<EntryJson> = entries.iter().map(EntryJson::from).collect();
-        let scan = scan.and_then(|s| s.join().ok()).unwrap_or_default();
-        super::stats::ls_subset(&scan, &entries, &mut arr);
+        let arr: Vec<EntryJson> = entries.iter().map(ls_entry).collect();
         shapes::print(&arr)?;
     } else if entries.is_empty() {
         if status.is_some() || !want_tags.is_empty() || owner.is_some() {
@@ -58,6 +55,28 @@ pub(crate) fn ls(
         }
     }
     Ok(exit::OK)
+}
+
+/// One `ls --json` element; a running session adds what `/proc` and its PTY's
+/// inode tell, and nothing a daemon would have to be asked (SPEC §10).
+fn ls_entry(e: &Entry) -> EntryJson {
+    let mut j = EntryJson::from(e);
+    if let (EntryJson::Session(s), Entry::Session { record, status }) = (&mut j, e) {
+        if matches!(status, latch_client::SessionStatus::Running) {
+            s.last_output_at = record.tty.as_deref().and_then(tty_mtime_ms);
+            s.foreground = latch_registry::proc::foreground(record.child.pid)
+                .map(|(pid, name)| shapes::ForegroundJson { pid, name });
+        }
+    }
+    j
+}
+
+/// The mtime of a terminal device, in ms since the epoch: the kernel sets it
+/// when the program writes, to 8 s (it keeps the low three bits of the seconds).
+fn tty_mtime_ms(path: &str) -> Option<u64> {
+    let m = std::fs::metadata(path).ok()?.modified().ok()?;
+    let d = m.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(d.as_millis()).ok()
 }
 
 /// `latch` alone: the running sessions, and how to create and attach. It acts on

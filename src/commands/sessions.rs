@@ -432,8 +432,15 @@ pub(crate) fn peek(
     full: bool,
     wait: Option<&str>,
     timeout: Duration,
+    json: bool,
 ) -> Result<i32, ClientError> {
     let (client, target) = open_target(root, target)?;
+    if json && wait.is_none() {
+        if let Ok(mut bound) = client.connect(&target.session) {
+            let opts = peek_options(plain, full);
+            return super::turns::print_peek_json(&mut bound, opts);
+        }
+    }
     peek_target(&client, &target, plain, full, wait, timeout)
 }
 

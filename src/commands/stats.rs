@@ -7,9 +7,8 @@ use std::path::PathBuf;
 use clap::Args;
 use latch_client::{derive_status, exit, Client, ClientError, Entry, SessionStatus};
 use latch_registry::proc::prove;
-use std::collections::HashMap;
 
-use latch_registry::usage::{proc_usage, session_usage, ScannedSession};
+use latch_registry::usage::{proc_usage, session_usage};
 use latch_registry::Record;
 use latch_wire::SessionRef;
 use serde::Serialize;
@@ -17,7 +16,7 @@ use serde::Serialize;
 use super::{open_for, resolve, usage};
 use crate::cli::{Preconditions, TargetArgs};
 use crate::output;
-use crate::shapes::{self, EntryJson};
+use crate::shapes;
 
 /// `latch stats`.
 #[derive(Debug, Args)]
@@ -198,33 +197,4 @@ pub(crate) fn stats(
         print_table(std::slice::from_ref(&row));
     }
     Ok(exit::OK)
-}
-
-/// `ls --json`'s cheap subset (SPEC §10): `processes` and `cpuMs` of each running
-/// session, from one pass over `/proc/*/stat` (no `smaps`, no daemon asked). A
-/// session counts only when the leader of the terminal session its program's pid
-/// names has the program's recorded start time (and boot), so that pid names it.
-pub(crate) fn ls_subset(
-    scan: &HashMap<u32, ScannedSession>,
-    entries: &[Entry],
-    json: &mut [EntryJson],
-) {
-    let Ok(boot) = latch_registry::proc::boot_id() else {
-        return;
-    };
-    for (e, j) in entries.iter().zip(json.iter_mut()) {
-        let (Entry::Session { record, status }, EntryJson::Session(s)) = (e, j) else {
-            continue;
-        };
-        if *status != SessionStatus::Running || record.child.boot_id != boot {
-            continue;
-        }
-        let Some(seen) = scan.get(&record.child.pid) else {
-            continue;
-        };
-        if seen.leader_start_time == Some(record.child.start_time) {
-            s.processes = Some(seen.usage.processes);
-            s.cpu_ms = Some(seen.usage.cpu_ms);
-        }
-    }
 }

@@ -155,3 +155,46 @@ pub(crate) fn print_waited(
     }
     Ok(exit::OK)
 }
+
+/// `peek --json` (SPEC §10, the `screen` shape): the screen, with the output
+/// cursor at which it was cut and the creation it belongs to.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScreenJson {
+    pub id: String,
+    pub incarnation: String,
+    pub output_cursor: Option<u64>,
+    pub screen: String,
+}
+
+/// One PEEK with the output cursor of its cut (SPEC §4.7): the cursor asked
+/// before and after the PEEK on the same connection, again while output moves
+/// it (at most three times; then the cursor after the cut). `None` from a
+/// version-2 daemon.
+pub(crate) fn print_peek_json(
+    bound: &mut Bound,
+    opts: latch_client::PeekOptions,
+) -> Result<i32, ClientError> {
+    let session = bound.target().clone();
+    let cursor = |b: &mut Bound| -> Result<Option<u64>, ClientError> {
+        Ok(b.status_full()?.1.map(|f| f.output_cursor))
+    };
+    let mut before = cursor(bound)?;
+    let mut screen = bound.peek(opts)?;
+    let mut after = cursor(bound)?;
+    for _ in 0..2 {
+        if before == after {
+            break;
+        }
+        before = after;
+        screen = bound.peek(opts)?;
+        after = cursor(bound)?;
+    }
+    shapes::print(&ScreenJson {
+        id: session.id.to_string(),
+        incarnation: session.incarnation.to_string(),
+        output_cursor: after,
+        screen: String::from_utf8_lossy(&screen).into_owned(),
+    })?;
+    Ok(exit::OK)
+}

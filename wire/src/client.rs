@@ -89,7 +89,8 @@ fn frame_name(f: &ServerFrame) -> &'static str {
         ServerFrame::OutputRange(_) => "OUTPUT_RANGE",
         ServerFrame::Cut(_) => "CUT",
         ServerFrame::Casts(_) => "CASTS",
-        ServerFrame::Unassigned13(never) | ServerFrame::Unassigned14(never) => match *never {},
+        ServerFrame::Leased(_) => "LEASED",
+        ServerFrame::Commands(_) => "COMMANDS",
     }
 }
 

@@ -12,7 +12,9 @@ use bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::detect::{classify_client_opening, classify_server_answer, ClientOpening, ServerAnswer};
-use crate::error::{CodecError, FrameError};
+#[cfg(feature = "tokio-codec")]
+use crate::error::CodecError;
+use crate::error::FrameError;
 use crate::frame::{ClientFrame, ServerFrame};
 use crate::framing::{decode_frame, encode_frame, MAGIC};
 use crate::legacy::{decode_packet, LegacyClientFrame, LegacyServerFrame, LEGACY_DEFAULT_CAP};

@@ -106,12 +106,17 @@ pub enum ClientFrame {
         /// The most bytes wanted (the daemon sends fewer if its frame limit says so).
         max: u32,
     },
-    /// Index 12: allocated to another frame of version 3 (SPEC.md §4.1); never decodes here.
-    Unassigned12(Unassigned),
-    /// Index 13: allocated to another frame of version 3; never decodes here.
-    Unassigned13(Unassigned),
-    /// Index 14: allocated to another frame of version 3; never decodes here.
-    Unassigned14(Unassigned),
+    /// Index 12, version 3. Takes the session's run lease for this connection (or
+    /// re-reads its facts when it already holds it). Reply: [`ServerFrame::Leased`].
+    Lease,
+    /// Index 13, version 3. Gives the run lease back. No reply.
+    Release,
+    /// Index 14, version 3. The newest `last` command blocks the daemon keeps.
+    /// Reply: [`ServerFrame::Commands`].
+    Commands {
+        /// How many, newest last (the daemon keeps at most COMMANDS_KEPT).
+        last: u32,
+    },
     /// Index 15, version 3. Starts recording the session into a new file
     /// (SPEC.md §4.8). Reply: [`ServerFrame::Casts`] naming the new recording.
     CastStart(CastRequest),
@@ -211,10 +216,10 @@ pub enum ServerFrame {
     /// SCREEN of the stream (the attach cut, a resynchronisation): the output cursor
     /// at that cut, which the OUTPUT after it continues from, and the shell there.
     Cut(CutFacts),
-    /// Index 13: allocated to another frame of version 3 (SPEC.md §4.2); never decodes here.
-    Unassigned13(Unassigned),
-    /// Index 14: allocated to another frame of version 3; never decodes here.
-    Unassigned14(Unassigned),
+    /// Index 13, version 3. Answer to [`ClientFrame::Lease`].
+    Leased(Box<crate::lease::LeaseFacts>),
+    /// Index 14, version 3. Answer to [`ClientFrame::Commands`], oldest first.
+    Commands(Vec<crate::lease::CommandBlock>),
     /// Index 15, version 3. Answer to [`ClientFrame::CastStart`] and
     /// [`ClientFrame::Casts`]: recordings (SPEC.md §4.8).
     Casts(Vec<CastInfo>),

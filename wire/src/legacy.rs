@@ -236,8 +236,9 @@ impl LegacyServerFrame {
             | ServerFrame::Status3(_)
             | ServerFrame::OutputRange(_)
             | ServerFrame::Cut(_)
-            | ServerFrame::Casts(_) => None,
-            ServerFrame::Unassigned13(never) | ServerFrame::Unassigned14(never) => match *never {},
+            | ServerFrame::Casts(_)
+            | ServerFrame::Leased(_)
+            | ServerFrame::Commands(_) => None,
         }
     }
 

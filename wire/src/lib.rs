@@ -63,6 +63,7 @@ pub mod error;
 pub mod frame;
 pub mod framing;
 pub mod ids;
+pub mod lease;
 pub mod legacy;
 pub mod limits;
 pub mod owner;
@@ -86,5 +87,6 @@ pub use frame::{
 pub use ids::{
     Incarnation, IncarnationError, SessionId, SessionIdError, SessionRef, SessionRefError,
 };
+pub use lease::{CommandBlock, LeaseFacts};
 pub use owner::{validate_owner, Owner, OwnerError, OWNER_MAX_CHARS};
 pub use version::{VersionRange, CURSORS_VERSION, SUPPORTED};

@@ -46,6 +46,8 @@ pub const CASTS_MAX: usize = 4;
 pub const CAST_QUEUE_BYTES: usize = 1024 * 1024;
 /// The least `--max-bytes` a recording takes: room for its header and final marker.
 pub const CAST_MAX_BYTES_MIN: u64 = 4096;
+/// The command blocks a daemon keeps per creation, the newest (SPEC.md §8).
+pub const COMMANDS_KEPT: usize = 1000;
 /// Most answer bytes queued for the program at once (SPEC §8).
 pub const ANSWERS_QUEUED_MAX: usize = 4096;
 /// Largest terminal height a daemon accepts, in rows.

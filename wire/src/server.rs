@@ -97,6 +97,15 @@ pub enum Effect {
         /// Stop them.
         stop: bool,
     },
+    /// Take (or re-read) the run lease: answer LEASED (version 3).
+    Lease,
+    /// Give the run lease back (version 3).
+    Release,
+    /// Send the newest `last` command blocks (version 3).
+    Commands {
+        /// How many.
+        last: u32,
+    },
 }
 
 impl Effect {
@@ -113,9 +122,15 @@ impl Effect {
     pub fn is_mutating(&self) -> bool {
         match self {
             Self::Attach(AttachRequest { read_only, .. }) => !read_only,
-            Self::Peek(_) | Self::Detach | Self::OutputSince { .. } | Self::Casts { .. } => false,
+            Self::Peek(_)
+            | Self::Detach
+            | Self::OutputSince { .. }
+            | Self::Casts { .. }
+            | Self::Release
+            | Self::Commands { .. } => false,
             // A recording observes, but writes a file as the daemon's user.
             Self::CastStart(_) => true,
+            Self::Lease => true,
             Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_) => true,
         }
     }
@@ -187,6 +202,9 @@ pub struct ServerConn {
     last_frame: Instant,
     /// A legacy connection that sent PEEK: a read-only subscription (SPEC.md §7).
     legacy_peek: bool,
+    /// The daemon granted this connection the run lease: it may send INPUT and
+    /// SIGNAL while attached read-only (SPEC.md §4.7).
+    leased: bool,
 }
 
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> Vec<Out> {
@@ -214,7 +232,18 @@ impl ServerConn {
             opened: now,
             last_frame: now,
             legacy_peek: false,
+            leased: false,
         }
+    }
+
+    /// Whether this connection holds the run lease.
+    pub fn is_leased(&self) -> bool {
+        self.leased
+    }
+
+    /// The daemon granted (or took back) the run lease of this connection.
+    pub fn set_leased(&mut self, leased: bool) {
+        self.leased = leased;
     }
 
     /// When the connection must next be woken if no frame arrives
@@ -448,7 +477,9 @@ impl ServerConn {
     }
 
     fn bound(&mut self, version: u16, access: Access, frame: ClientFrame, env: Env) -> Vec<Out> {
-        let read_only = access == Access::ReadOnly;
+        // The run lease's holder types its command while it watches the stream
+        // read-only (SPEC.md §4.7); STOP stays a read-write client's.
+        let read_only = access == Access::ReadOnly && !self.leased;
         let is_stop = matches!(frame, ClientFrame::Stop { .. });
         let effect = match frame {
             ClientFrame::Hello { .. } => {
@@ -510,7 +541,7 @@ impl ServerConn {
                 Effect::Resize(Size { rows, cols })
             }
             ClientFrame::Signal { signal } | ClientFrame::Stop { signal } => {
-                if read_only {
+                if read_only || (is_stop && access == Access::ReadOnly) {
                     return refuse(
                         ErrorCode::ForbiddenByPolicy,
                         "read-only client cannot signal",
@@ -561,6 +592,23 @@ impl ServerConn {
                     return refuse(ErrorCode::Malformed, "CASTS needs version 3");
                 }
                 Effect::Casts { stop }
+            }
+            ClientFrame::Lease | ClientFrame::Release | ClientFrame::Commands { .. } => {
+                if version < CURSORS_VERSION {
+                    self.state = ConnState::Closed;
+                    return refuse(
+                        ErrorCode::Malformed,
+                        format!(
+                            "a run lease needs version {CURSORS_VERSION}; this connection speaks {version}"
+                        ),
+                    );
+                }
+                match frame {
+                    ClientFrame::Lease => Effect::Lease,
+                    ClientFrame::Release => Effect::Release,
+                    ClientFrame::Commands { last } => Effect::Commands { last },
+                    _ => return Vec::new(),
+                }
             }
         };
         // Once the program has exited, nothing can reach it (SPEC.md §5.3).

@@ -242,6 +242,9 @@ fn all_client_frames() -> Vec<ClientFrame> {
             since: 1 << 40,
             max: 65_536,
         },
+        ClientFrame::Lease,
+        ClientFrame::Release,
+        ClientFrame::Commands { last: 1000 },
         ClientFrame::CastStart(latch_wire::CastRequest {
             file: "/tmp/a.cast".into(),
             max_bytes: None,
@@ -311,6 +314,32 @@ fn all_server_frames() -> Vec<ServerFrame> {
                 last_exit: None,
             },
         }),
+        ServerFrame::Leased(Box::new(latch_wire::LeaseFacts {
+            granted: true,
+            integration: true,
+            marked: false,
+            bracketed_paste: true,
+            reading: false,
+            output: OutputFacts {
+                output_cursor: 7,
+                last_output_ms: None,
+                shell: ShellFacts {
+                    state: ShellPhase::Prompt,
+                    command: None,
+                    cwd: Some("/".into()),
+                    last_exit: None,
+                },
+            },
+        })),
+        ServerFrame::Commands(vec![latch_wire::CommandBlock {
+            command: Some("ls".into()),
+            cwd: None,
+            start_ms: 1,
+            end_ms: Some(2),
+            exit: Some(0),
+            output_start: 10,
+            output_end: Some(20),
+        }]),
         ServerFrame::Casts(vec![latch_wire::CastInfo {
             file: "/tmp/a.cast".into(),
             bytes: 1,
@@ -606,16 +635,15 @@ fn client_frame_indices_are_pinned() {
             ClientFrame::Ping(_) => (9, "PING"),
             ClientFrame::Stop { .. } => (10, "STOP"),
             ClientFrame::OutputSince { .. } => (11, "OUTPUT_SINCE"),
-            // 12 to 14 are other features' (SPEC §4.1): nothing decodes to them here.
-            ClientFrame::Unassigned12(n)
-            | ClientFrame::Unassigned13(n)
-            | ClientFrame::Unassigned14(n) => match *n {},
+            ClientFrame::Lease => (12, "LEASE"),
+            ClientFrame::Release => (13, "RELEASE"),
+            ClientFrame::Commands { .. } => (14, "COMMANDS"),
             ClientFrame::CastStart(_) => (15, "CAST_START"),
             ClientFrame::Casts { .. } => (16, "CASTS"),
         }
     }
     let frames = all_client_frames();
-    assert_eq!(frames.len(), 14);
+    assert_eq!(frames.len(), 17);
     let mut last = None;
     for f in &frames {
         let (want, name) = spec_index(f);
@@ -642,12 +670,13 @@ fn server_frame_indices_are_pinned() {
             ServerFrame::Status3(_) => (10, "STATUS3"),
             ServerFrame::OutputRange(_) => (11, "OUTPUT_RANGE"),
             ServerFrame::Cut(_) => (12, "CUT"),
-            ServerFrame::Unassigned13(n) | ServerFrame::Unassigned14(n) => match *n {},
+            ServerFrame::Leased(_) => (13, "LEASED"),
+            ServerFrame::Commands(_) => (14, "COMMANDS"),
             ServerFrame::Casts(_) => (15, "CASTS"),
         }
     }
     let frames = all_server_frames();
-    assert_eq!(frames.len(), 14);
+    assert_eq!(frames.len(), 16);
     let mut last = None;
     for f in &frames {
         let (want, name) = spec_index(f);

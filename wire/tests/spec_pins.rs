@@ -50,6 +50,7 @@ fn limits_table_matches_the_code() {
         ("CAST_QUEUE_BYTES", CAST_QUEUE_BYTES as u64),
         ("CAST_MAX_BYTES_MIN", CAST_MAX_BYTES_MIN),
         ("ANSWERS_QUEUED_MAX", ANSWERS_QUEUED_MAX as u64),
+        ("COMMANDS_KEPT", COMMANDS_KEPT as u64),
         ("MAX_ROWS", u64::from(MAX_ROWS)),
         ("MAX_COLS", u64::from(MAX_COLS)),
         ("MAX_CELLS", u64::from(MAX_CELLS)),
@@ -102,6 +103,9 @@ fn frame_tables_match_the_code() {
             ("9", "PING"),
             ("10", "STOP"),
             ("11", "OUTPUT_SINCE (v3)"),
+            ("12", "LEASE (v3)"),
+            ("13", "RELEASE (v3)"),
+            ("14", "COMMANDS (v3)"),
             ("15", "CAST_START (v3)"),
             ("16", "CASTS (v3)"),
         ]
@@ -124,6 +128,8 @@ fn frame_tables_match_the_code() {
             "STATUS3 (v3)",
             "OUTPUT_RANGE (v3)",
             "CUT (v3)",
+            "LEASED (v3)",
+            "COMMANDS (v3)",
             "CASTS (v3)",
         ]
     );

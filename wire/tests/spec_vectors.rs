@@ -82,6 +82,9 @@ fn client_vectors() -> Vec<(&'static str, ClientFrame)> {
                 max: 65_536,
             },
         ),
+        ("LEASE", ClientFrame::Lease),
+        ("RELEASE", ClientFrame::Release),
+        ("COMMANDS {last 1000}", ClientFrame::Commands { last: 1000 }),
         (
             "CAST_START {file \"/c\", max_bytes 1000}",
             ClientFrame::CastStart(CastRequest {
@@ -183,6 +186,38 @@ fn server_vectors() -> Vec<(&'static str, ServerFrame)> {
                     last_exit: Some(0),
                 },
             }),
+        ),
+        (
+            "LEASED {granted, integration, not marked, paste, not reading, output 300, last output none, prompt, command none, cwd none, last exit none}",
+            ServerFrame::Leased(Box::new(latch_wire::LeaseFacts {
+                granted: true,
+                integration: true,
+                marked: false,
+                bracketed_paste: true,
+                reading: false,
+                output: latch_wire::OutputFacts {
+                    output_cursor: 300,
+                    last_output_ms: None,
+                    shell: ShellFacts {
+                        state: ShellPhase::Prompt,
+                        command: None,
+                        cwd: None,
+                        last_exit: None,
+                    },
+                },
+            })),
+        ),
+        (
+            "COMMANDS [{command \"ls\", cwd none, start 1, end 2, exit 0, output 10 to 20}]",
+            ServerFrame::Commands(vec![latch_wire::CommandBlock {
+                command: Some("ls".into()),
+                cwd: None,
+                start_ms: 1,
+                end_ms: Some(2),
+                exit: Some(0),
+                output_start: 10,
+                output_end: Some(20),
+            }]),
         ),
         (
             "CASTS [{file \"/c\", bytes 300, start cursor 5, dropped 0, started 1700000000000, max none}]",

@@ -164,22 +164,48 @@ fn cast_frames_are_version_3_effects() {
     ));
 }
 
-/// Indexes allocated to other features decode to nothing here (SPEC §4.1, §4.2).
+/// The run lease (SPEC.md §4.2): LEASE is an effect on version 3 only, and its
+/// holder may type while attached read-only, but never STOP.
 #[test]
-fn unassigned_indexes_are_malformed() {
-    use latch_wire::framing::decode_frame;
-    for index in [12u8, 13, 14] {
-        let mut b = bytes::BytesMut::from(&[0, 0, 0, 1, index][..]);
-        assert!(
-            decode_frame::<ClientFrame>(&mut b, 1 << 16).is_err(),
-            "{index}"
-        );
-    }
-    for index in [13u8, 14] {
-        let mut b = bytes::BytesMut::from(&[0, 0, 0, 1, index][..]);
-        assert!(
-            decode_frame::<ServerFrame>(&mut b, 1 << 16).is_err(),
-            "{index}"
-        );
-    }
+fn a_lease_holder_types_read_only_and_version_2_has_no_lease() {
+    let mut c = bound(2);
+    let out = c.handle(
+        Instant::now(),
+        Inbound::Strict(ClientFrame::Lease),
+        Default::default(),
+    );
+    assert!(matches!(out.last(), Some(Out::Close)), "{out:?}");
+    let mut c = bound(3);
+    let now = Instant::now();
+    let env = Default::default();
+    let out = c.handle(now, Inbound::Strict(ClientFrame::Lease), env);
+    assert_eq!(out, vec![Out::Effect(Effect::Lease)]);
+    let attach = ClientFrame::Attach(latch_wire::AttachRequest {
+        rows: 0,
+        cols: 0,
+        read_only: true,
+    });
+    c.handle(now, Inbound::Strict(attach), env);
+    let input = || Inbound::Strict(ClientFrame::Input(bytes::Bytes::from_static(b"x")));
+    // Not leased: refused as any read-only client.
+    assert!(matches!(
+        &c.handle(now, input(), env)[..],
+        [Out::Send(Outbound::Strict(ServerFrame::Error {
+            code: ErrorCode::ForbiddenByPolicy,
+            ..
+        }))]
+    ));
+    c.set_leased(true);
+    assert!(matches!(
+        &c.handle(now, input(), env)[..],
+        [Out::Effect(Effect::Input(_))]
+    ));
+    let stop = Inbound::Strict(ClientFrame::Stop { signal: 15 });
+    assert!(matches!(
+        &c.handle(now, stop, env)[..],
+        [Out::Send(Outbound::Strict(ServerFrame::Error {
+            code: ErrorCode::ForbiddenByPolicy,
+            ..
+        }))]
+    ));
 }

@@ -30,6 +30,10 @@ __latch_precmd() {
     if [[ $PS1 != *$'%{\e]133;B\a%}' ]]; then
         PS1+=$'%{\e]133;B\a%}'
     fi
+    # A continuation prompt (an unclosed quote) is marked A;k=s, as kitty does.
+    if [[ $PS2 != $'%{\e]133;A;k=s\a%}'* ]]; then
+        PS2=$'%{\e]133;A;k=s\a%}'$PS2
+    fi
     return $ret
 }
 __latch_preexec() {

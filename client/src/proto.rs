@@ -384,6 +384,21 @@ pub(crate) fn needs_version(
     ))
 }
 
+/// One CAPTURE (SPEC.md §4.4): the screen as cells, postcard-encoded. A daemon of
+/// version 2 has none: a protocol mismatch (exit 8) naming both versions.
+pub(crate) fn capture(negotiated: &Negotiated, full: bool) -> Result<Op<Bytes>, ClientError> {
+    needs_version(negotiated, CURSORS_VERSION, "pictures")?;
+    Ok(Op {
+        send: vec![ClientFrame::Capture { full }],
+        step: Box::new(|f| {
+            Step::Done(reply(f).and_then(|f| match f {
+                ServerFrame::Capture(b) => Ok(b),
+                other => Err(unexpected(&other)),
+            }))
+        }),
+    })
+}
+
 /// One PEEK.
 pub(crate) fn peek(opts: PeekOptions) -> Op<Bytes> {
     let (plain, full) = opts.flags();

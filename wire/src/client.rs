@@ -88,6 +88,13 @@ fn frame_name(f: &ServerFrame) -> &'static str {
         ServerFrame::Status3(_) => "STATUS3",
         ServerFrame::OutputRange(_) => "OUTPUT_RANGE",
         ServerFrame::Cut(_) => "CUT",
+        ServerFrame::Capture(_) => "CAPTURE",
+        ServerFrame::Reserved13
+        | ServerFrame::Reserved14
+        | ServerFrame::Reserved15
+        | ServerFrame::Reserved16
+        | ServerFrame::Reserved17
+        | ServerFrame::Reserved18 => "RESERVED",
     }
 }
 

@@ -106,6 +106,30 @@ pub enum ClientFrame {
         /// The most bytes wanted (the daemon sends fewer if its frame limit says so).
         max: u32,
     },
+    // Indices 12 to 19 are allocated to other frames of this version (SPEC.md
+    // §4.1); until they land, each decodes and is refused as `malformed`.
+    #[doc(hidden)]
+    Reserved12,
+    #[doc(hidden)]
+    Reserved13,
+    #[doc(hidden)]
+    Reserved14,
+    #[doc(hidden)]
+    Reserved15,
+    #[doc(hidden)]
+    Reserved16,
+    #[doc(hidden)]
+    Reserved17,
+    #[doc(hidden)]
+    Reserved18,
+    #[doc(hidden)]
+    Reserved19,
+    /// Index 20, version 3. The screen as cells (with `full`, the scrollback
+    /// first), for the pictures. Reply: [`ServerFrame::Capture`].
+    Capture {
+        /// The scrollback too.
+        full: bool,
+    },
 }
 
 /// A frame sent by a daemon to a client.
@@ -165,6 +189,24 @@ pub enum ServerFrame {
     /// SCREEN of the stream (the attach cut, a resynchronisation): the output cursor
     /// at that cut, which the OUTPUT after it continues from, and the shell there.
     Cut(CutFacts),
+    // Indices 13 to 18 are allocated to other frames of this version (SPEC.md
+    // §4.2); a daemon never sends them.
+    #[doc(hidden)]
+    Reserved13,
+    #[doc(hidden)]
+    Reserved14,
+    #[doc(hidden)]
+    Reserved15,
+    #[doc(hidden)]
+    Reserved16,
+    #[doc(hidden)]
+    Reserved17,
+    #[doc(hidden)]
+    Reserved18,
+    /// Index 19, version 3. Answer to [`ClientFrame::Capture`]: latch-screen's
+    /// cell-grid capture, postcard-encoded (SPEC.md §4.4), at most
+    /// MAX_SERVER_FRAME in all.
+    Capture(Bytes),
 }
 
 /// STATUS of version 3 (SPEC.md §4.2): STATUS's fields, then the output's.

@@ -235,7 +235,14 @@ impl LegacyServerFrame {
             | ServerFrame::Detached
             | ServerFrame::Status3(_)
             | ServerFrame::OutputRange(_)
-            | ServerFrame::Cut(_) => None,
+            | ServerFrame::Cut(_)
+            | ServerFrame::Capture(_)
+            | ServerFrame::Reserved13
+            | ServerFrame::Reserved14
+            | ServerFrame::Reserved15
+            | ServerFrame::Reserved16
+            | ServerFrame::Reserved17
+            | ServerFrame::Reserved18 => None,
         }
     }
 

@@ -90,6 +90,11 @@ pub enum Effect {
         /// The most bytes wanted.
         max: u32,
     },
+    /// Send the cell-grid capture, with the scrollback if `full` (version 3).
+    Capture {
+        /// The scrollback too.
+        full: bool,
+    },
 }
 
 impl Effect {
@@ -106,7 +111,7 @@ impl Effect {
     pub fn is_mutating(&self) -> bool {
         match self {
             Self::Attach(AttachRequest { read_only, .. }) => !read_only,
-            Self::Peek(_) | Self::Detach | Self::OutputSince { .. } => false,
+            Self::Peek(_) | Self::Detach | Self::OutputSince { .. } | Self::Capture { .. } => false,
             Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_) => true,
         }
     }
@@ -532,6 +537,31 @@ impl ServerConn {
                     );
                 }
                 Effect::OutputSince { since, max }
+            }
+            ClientFrame::Capture { full } => {
+                // Version 3's, as OUTPUT_SINCE (SPEC.md §4.1).
+                if version < CURSORS_VERSION {
+                    self.state = ConnState::Closed;
+                    return refuse(
+                        ErrorCode::Malformed,
+                        format!("CAPTURE needs version {CURSORS_VERSION}; this connection speaks {version}"),
+                    );
+                }
+                Effect::Capture { full }
+            }
+            ClientFrame::Reserved12
+            | ClientFrame::Reserved13
+            | ClientFrame::Reserved14
+            | ClientFrame::Reserved15
+            | ClientFrame::Reserved16
+            | ClientFrame::Reserved17
+            | ClientFrame::Reserved18
+            | ClientFrame::Reserved19 => {
+                self.state = ConnState::Closed;
+                return refuse(
+                    ErrorCode::Malformed,
+                    "a frame index this daemon does not serve",
+                );
             }
         };
         // Once the program has exited, nothing can reach it (SPEC.md §5.3).

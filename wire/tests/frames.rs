@@ -242,6 +242,15 @@ fn all_client_frames() -> Vec<ClientFrame> {
             since: 1 << 40,
             max: 65_536,
         },
+        ClientFrame::Reserved12,
+        ClientFrame::Reserved13,
+        ClientFrame::Reserved14,
+        ClientFrame::Reserved15,
+        ClientFrame::Reserved16,
+        ClientFrame::Reserved17,
+        ClientFrame::Reserved18,
+        ClientFrame::Reserved19,
+        ClientFrame::Capture { full: true },
     ]
 }
 
@@ -306,6 +315,13 @@ fn all_server_frames() -> Vec<ServerFrame> {
                 last_exit: None,
             },
         }),
+        ServerFrame::Reserved13,
+        ServerFrame::Reserved14,
+        ServerFrame::Reserved15,
+        ServerFrame::Reserved16,
+        ServerFrame::Reserved17,
+        ServerFrame::Reserved18,
+        ServerFrame::Capture(Bytes::from_static(b"cells")),
     ]
 }
 
@@ -593,10 +609,19 @@ fn client_frame_indices_are_pinned() {
             ClientFrame::Ping(_) => (9, "PING"),
             ClientFrame::Stop { .. } => (10, "STOP"),
             ClientFrame::OutputSince { .. } => (11, "OUTPUT_SINCE"),
+            ClientFrame::Reserved12 => (12, "reserved"),
+            ClientFrame::Reserved13 => (13, "reserved"),
+            ClientFrame::Reserved14 => (14, "reserved"),
+            ClientFrame::Reserved15 => (15, "reserved"),
+            ClientFrame::Reserved16 => (16, "reserved"),
+            ClientFrame::Reserved17 => (17, "reserved"),
+            ClientFrame::Reserved18 => (18, "reserved"),
+            ClientFrame::Reserved19 => (19, "reserved"),
+            ClientFrame::Capture { .. } => (20, "CAPTURE"),
         }
     }
     let frames = all_client_frames();
-    assert_eq!(frames.len(), 12);
+    assert_eq!(frames.len(), 21);
     for (i, f) in frames.iter().enumerate() {
         let (want, name) = spec_index(f);
         assert_eq!(usize::from(want), i, "sample order for {name}");
@@ -621,10 +646,17 @@ fn server_frame_indices_are_pinned() {
             ServerFrame::Status3(_) => (10, "STATUS3"),
             ServerFrame::OutputRange(_) => (11, "OUTPUT_RANGE"),
             ServerFrame::Cut(_) => (12, "CUT"),
+            ServerFrame::Reserved13 => (13, "reserved"),
+            ServerFrame::Reserved14 => (14, "reserved"),
+            ServerFrame::Reserved15 => (15, "reserved"),
+            ServerFrame::Reserved16 => (16, "reserved"),
+            ServerFrame::Reserved17 => (17, "reserved"),
+            ServerFrame::Reserved18 => (18, "reserved"),
+            ServerFrame::Capture(_) => (19, "CAPTURE"),
         }
     }
     let frames = all_server_frames();
-    assert_eq!(frames.len(), 13);
+    assert_eq!(frames.len(), 20);
     for (i, f) in frames.iter().enumerate() {
         let (want, name) = spec_index(f);
         assert_eq!(usize::from(want), i, "sample order for {name}");

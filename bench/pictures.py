@@ -33,6 +33,7 @@ for k in ("LATCH_SESSION_ID", "LATCH_INCARNATION", "LATCH_HOST"):
 # 256-colour ramp and a truecolor one, wide characters.
 SCRIPT = r"""
 read go
+printf '\033[H\033[2J'
 for i in 0 1 2 3 4 5 6 7; do printf '\033[4%sm  \033[m' $i; done; echo
 for i in 0 1 2 3 4 5 6 7; do printf '\033[10%sm  \033[m' $i; done; echo
 printf '\033[1;32mbold green\033[m \033[3;33mitalic yellow\033[m \033[4;36munderlined\033[m \033[7minverse\033[m\n'

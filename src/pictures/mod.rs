@@ -30,8 +30,8 @@ pub(crate) const MARGIN: u32 = 8;
 pub(crate) const FONT_PX: u32 = 15;
 /// The baseline, in pixels below a cell's top.
 pub(crate) const BASELINE: u32 = 14;
-/// The most pixels a PNG may have (SPEC §8 PNG_MAX_PIXELS).
-pub(crate) const PNG_MAX_PIXELS: u64 = 16_777_216;
+/// The most pixels a PNG may have (SPEC §8).
+pub(crate) use latch_wire::limits::PNG_MAX_PIXELS;
 /// The monospace family stack of the SVG and the HTML (no font is embedded).
 pub(crate) const FONT_STACK: &str = "'DejaVu Sans Mono', 'Liberation Mono', 'Noto Sans Mono', \
      Menlo, Consolas, 'Courier New', monospace";

@@ -45,6 +45,7 @@ fn limits_table_matches_the_code() {
         ("CLIENT_STALL_MS", CLIENT_STALL_MS),
         ("IDLE_UNBOUND_MS", IDLE_UNBOUND_MS),
         ("INPUT_QUEUE_BYTES", INPUT_QUEUE_BYTES as u64),
+        ("PNG_MAX_PIXELS", PNG_MAX_PIXELS),
         ("OUTPUT_RING_BYTES", OUTPUT_RING_BYTES as u64),
         ("ANSWERS_QUEUED_MAX", ANSWERS_QUEUED_MAX as u64),
         ("MAX_ROWS", u64::from(MAX_ROWS)),
@@ -99,6 +100,8 @@ fn frame_tables_match_the_code() {
             ("9", "PING"),
             ("10", "STOP"),
             ("11", "OUTPUT_SINCE (v3)"),
+            ("12–19", "(reserved)"),
+            ("20", "CAPTURE (v3)"),
         ]
     );
     let server = table("### 4.2 Server frames");
@@ -119,6 +122,8 @@ fn frame_tables_match_the_code() {
             "STATUS3 (v3)",
             "OUTPUT_RANGE (v3)",
             "CUT (v3)",
+            "(reserved)",
+            "CAPTURE (v3)",
         ]
     );
     // The indices themselves are pinned to the encoder in tests/frames.rs.

@@ -136,8 +136,8 @@ impl ReplyBudget {
     }
 
     /// The cost of the last SCREEN cut for a PEEK of this kind (0 before any).
-    pub fn last_screen(&self, peek: ScreenAsk) -> usize {
-        self.screens[Self::kind(peek)].get()
+    pub fn last_screen(&self, peek: impl Into<ScreenAsk>) -> usize {
+        self.screens[Self::kind(peek.into())].get()
     }
 
     /// A SCREEN of this kind, costing `cost`, was cut.
@@ -863,6 +863,23 @@ mod tests {
         };
         let c = Peer::new(3, conn(), shared.clone());
         assert!(c.may_cut(visible), "another kind has its own estimate");
+    }
+
+    #[test]
+    fn a_capture_waits_for_the_budget_as_a_peek_of_its_own_kind() {
+        let shared = Rc::new(ReplyBudget::new(1 << 20));
+        let a = Peer::new(1, conn(), shared.clone());
+        let b = Peer::new(2, conn(), shared.clone());
+        let full = ScreenAsk::Capture { full: true };
+        let cells = || Outbound::Strict(ServerFrame::Capture(vec![0; 700 << 10].into()));
+        assert!(a.may_cut(full));
+        a.send_screen(cells(), full);
+        assert_eq!(shared.last_screen(full), cost(&cells()));
+        assert_eq!(shared.last_screen(FULL), 0, "PEEK's estimate is its own");
+        assert!(!b.may_cut(full));
+        assert_eq!(b.parked.get().map(|(ask, _)| ask), Some(full));
+        let visible = ScreenAsk::Capture { full: false };
+        assert!(Peer::new(3, conn(), shared.clone()).may_cut(visible));
     }
 
     #[test]

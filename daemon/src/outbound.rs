@@ -875,7 +875,14 @@ mod tests {
         assert!(a.may_cut(full));
         a.send_screen(cells(), full);
         assert_eq!(shared.last_screen(full), cost(&cells()));
-        assert_eq!(shared.last_screen(FULL), 0, "PEEK's estimate is its own");
+        for (plain, full) in [(false, false), (false, true), (true, false), (true, true)] {
+            let peek = PeekRequest { plain, full };
+            assert_eq!(
+                shared.last_screen(peek),
+                0,
+                "PEEK's estimates are their own"
+            );
+        }
         assert!(!b.may_cut(full));
         assert_eq!(b.parked.get().map(|(ask, _)| ask), Some(full));
         let visible = ScreenAsk::Capture { full: false };

@@ -615,4 +615,21 @@ mod version_tests {
         assert!(text.contains("speaks version 2"), "{text}");
         assert!(output_since(&negotiated(3), 0, 1).is_ok());
     }
+
+    /// A picture against a version-2 daemon: exit 8 naming both versions, with
+    /// nothing sent (SPEC.md §4.2, §4.4).
+    #[test]
+    fn capture_needs_version_3() {
+        let Err(e) = capture(&negotiated(2), true) else {
+            panic!("a version-2 daemon has no CAPTURE")
+        };
+        assert_eq!(e.exit_code(), crate::exit::PROTOCOL);
+        let text = e.to_string();
+        assert!(
+            text.contains("version 3") && text.contains("speaks version 2"),
+            "{text}"
+        );
+        let op = capture(&negotiated(3), false).unwrap();
+        assert_eq!(op.send, vec![ClientFrame::Capture { full: false }]);
+    }
 }

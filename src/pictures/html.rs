@@ -28,7 +28,7 @@ pub(crate) fn render(capture: &Capture, theme: Theme) -> String {
         if index > 0 {
             out.push('\n');
         }
-        let cells = row_cells(capture, &palette, index);
+        let cells = row_cells(capture, &palette, index, true);
         line(&mut out, &cells, plain);
     }
     out.push_str("</pre>\n</body>\n</html>\n");

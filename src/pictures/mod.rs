@@ -385,17 +385,19 @@ pub(crate) struct Drawn<'a> {
 }
 
 /// The cells of line `index` to draw, left to right (spacers fold into their wide
-/// character), with the cursor drawn into its cell when it is a visible block; a
-/// cursor past the line's last cell gets a blank cell of its own.
+/// character), with the cursor drawn into its cell when it is a visible block (any
+/// shape, with `any_shape`); a cursor past the line's last cell gets a blank cell
+/// of its own.
 pub(crate) fn row_cells<'a>(
     capture: &'a Capture,
     palette: &Palette,
     index: usize,
+    any_shape: bool,
 ) -> Vec<Drawn<'a>> {
     let Some(line) = capture.lines.get(index) else {
         return Vec::new();
     };
-    let cursor = cursor_col(capture, index).filter(|_| block_cursor(capture));
+    let cursor = cursor_col(capture, index).filter(|_| any_shape || block_cursor(capture));
     let mut out: Vec<Drawn<'a>> = Vec::with_capacity(line.cells.len() + 1);
     for (col, (cell, text)) in line.graphemes().enumerate() {
         let look = palette.look(&capture.style(cell));
@@ -449,8 +451,7 @@ pub(crate) fn cursor_col(capture: &Capture, index: usize) -> Option<usize> {
     (c.visible && row == index).then_some(usize::from(c.col))
 }
 
-/// Whether the cursor is drawn as a filled cell (a block; the HTML draws every
-/// shape so).
+/// Whether the cursor is drawn as a filled cell (a block).
 fn block_cursor(capture: &Capture) -> bool {
     capture.cursor.shape == CursorShape::Block
 }

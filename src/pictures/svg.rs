@@ -31,7 +31,7 @@ pub(crate) fn render(capture: &Capture, theme: Theme) -> String {
         palette.bg
     );
     for index in 0..capture.lines.len() {
-        let cells = row_cells(capture, &palette, index);
+        let cells = row_cells(capture, &palette, index, false);
         let top = MARGIN
             + u32::try_from(index)
                 .unwrap_or(u32::MAX)

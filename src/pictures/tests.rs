@@ -100,18 +100,23 @@ fn looks_resolve_attributes() {
 fn row_cells_fold_spacers_and_draw_the_cursor() {
     let c = capture_of(3, 20, "\u{4e2d}x\r\nab".as_bytes());
     let p = Palette::new(Theme::Dark, &c);
-    let first = row_cells(&c, &p, 0);
+    let first = row_cells(&c, &p, 0, false);
     assert_eq!(first.len(), 2);
     assert_eq!((first[0].col, first[0].width), (0, 2));
     assert_eq!(first[1].col, 2);
     // The cursor sits after "ab", past the line's cells: a blank cell of its own.
-    let second = row_cells(&c, &p, 1);
+    let second = row_cells(&c, &p, 1, false);
     let last = second.last().unwrap();
     assert_eq!((last.col, last.text), (2, " "));
     assert_eq!(last.look.bg, p.cursor);
+    // A beam is drawn by the SVG as a bar, into the cell by the HTML.
+    let beam = capture_of(3, 20, b"ab\x1b[5 q");
+    assert_eq!(row_cells(&beam, &p, 0, false).len(), 2);
+    assert_eq!(row_cells(&beam, &p, 0, true).len(), 3);
+    assert!(svg::render(&beam, Theme::Dark).contains("width=\"2\" height=\"18\""));
     // Hidden: nothing extra.
     let hidden = capture_of(3, 20, b"ab\x1b[?25l");
-    assert_eq!(row_cells(&hidden, &p, 0).len(), 2);
+    assert_eq!(row_cells(&hidden, &p, 0, false).len(), 2);
 }
 
 #[test]

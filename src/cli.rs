@@ -124,6 +124,8 @@ pub enum Command {
         /// With --since: the raw bytes, escape sequences and all.
         #[arg(long, requires = "since")]
         raw: bool,
+        #[command(flatten)]
+        picture: crate::pictures::PictureArgs,
     },
     /// Send text (or, with --keys, key names such as Enter, C-c, Up) to a session.
     Send {

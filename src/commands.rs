@@ -159,7 +159,11 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             follow,
             since,
             raw,
+            picture,
         } => {
+            if let Some(format) = picture.format {
+                return crate::pictures::peek(root, &target, full, format, &picture);
+            }
             if follow {
                 return sessions::peek_follow(root, &target, !ansi);
             }

@@ -37,6 +37,7 @@ mod events;
 mod keys;
 mod legacy_dir;
 mod output;
+mod pictures;
 mod remote;
 mod shapes;
 

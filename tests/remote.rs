@@ -976,3 +976,37 @@ fn run_and_commands_through_ssh() {
     let v = r.json();
     assert_eq!(v[0]["exitCode"], 7, "{r:?}");
 }
+
+#[test]
+fn pictures_of_a_remote_screen_are_drawn_here() {
+    let s = Sshd::start();
+    let script = r"printf '\033[41m \033[1;32mREADY\033[m'; sleep 100000";
+    let r = s.run(&[
+        "--host", "alpha", "new", "-d", "--id", "p1", "--", "sh", "-c", script,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(s.run(&["peek", "alpha:p1", "--wait", "READY"]).code, 0);
+    // The CAPTURE comes back through the relay (SPEC.md §12.3).
+    let svg = s.run(&["peek", "alpha:p1", "--format", "svg"]);
+    assert_eq!(svg.code, 0, "{svg:?}");
+    assert!(svg.stdout.contains(r##"fill="#cd0000"/>"##), "{svg:?}");
+    assert!(svg.stdout.contains(">READY</text>"), "{svg:?}");
+    let png = s
+        .cmd()
+        .args(["peek", "alpha:p1", "--format", "png"])
+        .output()
+        .unwrap();
+    assert!(png.status.success(), "{png:?}");
+    assert!(png.stdout.starts_with(b"\x89PNG\r\n\x1a\n"));
+    // An ended remote session: from the final screen the target line carries.
+    let done = r"printf '\033[44m \033[mbye'; exit 4";
+    let r = s.run(&[
+        "--host", "alpha", "new", "-d", "--id", "p2", "--", "sh", "-c", done,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    s.alpha.wait_exit("p2");
+    let svg = s.run(&["peek", "alpha:p2", "--format", "svg"]);
+    assert_eq!(svg.code, 0, "{svg:?}");
+    assert!(svg.stdout.contains(r##"fill="#0000ee"/>"##), "{svg:?}");
+    assert!(svg.stderr.contains("exited with code 4"), "{svg:?}");
+}

@@ -269,6 +269,14 @@ impl Bound {
         self.conn.run(proto::peek(opts))
     }
 
+    /// The screen as cells (with `full`, the scrollback first): latch-screen's
+    /// `Capture`, postcard-encoded, for `Capture::decode` (SPEC.md §4.4). A
+    /// version-2 daemon: [`ClientError::Protocol`] (exit 8).
+    pub fn capture(&mut self, full: bool) -> Result<Bytes, ClientError> {
+        let op = proto::capture(&self.conn.negotiated, full)?;
+        self.conn.run(op)
+    }
+
     /// Writes bytes to the program's terminal; returns once the daemon has written
     /// them to the PTY.
     pub fn send(&mut self, bytes: &[u8]) -> Result<(), ClientError> {

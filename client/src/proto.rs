@@ -433,6 +433,21 @@ pub(crate) fn needs_version(
     ))
 }
 
+/// One CAPTURE (SPEC.md §4.4): the screen as cells, postcard-encoded. A daemon of
+/// version 2 has none: a protocol mismatch (exit 8) naming both versions.
+pub(crate) fn capture(negotiated: &Negotiated, full: bool) -> Result<Op<Bytes>, ClientError> {
+    needs_version(negotiated, CURSORS_VERSION, "pictures")?;
+    Ok(Op {
+        send: vec![ClientFrame::Capture { full }],
+        step: Box::new(|f| {
+            Step::Done(reply(f).and_then(|f| match f {
+                ServerFrame::Capture(b) => Ok(b),
+                other => Err(unexpected(&other)),
+            }))
+        }),
+    })
+}
+
 /// One PEEK.
 pub(crate) fn peek(opts: PeekOptions) -> Op<Bytes> {
     let (plain, full) = opts.flags();
@@ -650,5 +665,22 @@ mod version_tests {
         assert!(text.contains("version 3"), "{text}");
         assert!(text.contains("speaks version 2"), "{text}");
         assert!(output_since(&negotiated(3), 0, 1).is_ok());
+    }
+
+    /// A picture against a version-2 daemon: exit 8 naming both versions, with
+    /// nothing sent (SPEC.md §4.2, §4.4).
+    #[test]
+    fn capture_needs_version_3() {
+        let Err(e) = capture(&negotiated(2), true) else {
+            panic!("a version-2 daemon has no CAPTURE")
+        };
+        assert_eq!(e.exit_code(), crate::exit::PROTOCOL);
+        let text = e.to_string();
+        assert!(
+            text.contains("version 3") && text.contains("speaks version 2"),
+            "{text}"
+        );
+        let op = capture(&negotiated(3), false).unwrap();
+        assert_eq!(op.send, vec![ClientFrame::Capture { full: false }]);
     }
 }

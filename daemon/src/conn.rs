@@ -39,7 +39,7 @@ use tokio_util::codec::FramedRead;
 
 use crate::logging::{legacy_seen, LegacySeen};
 use crate::outbound::{
-    stall_timeout, Peer, Phase, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
+    stall_timeout, Peer, Phase, ScreenAsk, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
 };
 use crate::session::{Screen, Session};
 
@@ -234,7 +234,10 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
         }
         // A PEEK the reply budget could not take yet waits here (SPEC.md §8).
         client
-            .serve_parked(|p| session.peek(client, p.plain, p.full))
+            .serve_parked(|ask| match ask {
+                ScreenAsk::Peek(p) => session.peek(client, p.plain, p.full),
+                ScreenAsk::Capture { full } => session.capture(client, full),
+            })
             .await;
         // Replies: a client that does not read its answers stops being read.
         while client.replies_full() && client.phase() == Phase::Open {
@@ -354,6 +357,13 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
                 }
                 Effect::Commands { last } => {
                     session.commands(client, last);
+                    Ok(())
+                }
+                // As a PEEK, it may wait for the reply budget (SPEC.md §8).
+                Effect::Capture { full } => {
+                    if client.may_cut(ScreenAsk::Capture { full }) {
+                        session.capture(client, full);
+                    }
                     Ok(())
                 }
             };

@@ -71,9 +71,29 @@ pub(crate) struct ReplyBudget {
     limit: usize,
     /// Wakes every PEEK waiting for room: replies were written or dropped.
     pub freed: Notify,
-    /// Per kind of PEEK (plain or not, full or not), the cost of its last SCREEN:
-    /// what the next one is expected to cost before it is cut.
-    screens: [Cell<usize>; 4],
+    /// Per kind of PEEK (plain or not, full or not) and of CAPTURE (full or not),
+    /// the cost of its last reply: what the next one is expected to cost before
+    /// it is cut.
+    screens: [Cell<usize>; 6],
+}
+
+/// A request whose reply is a large screen: PEEK's SCREEN, or CAPTURE's cells
+/// (SPEC.md §8: both wait for the reply budget alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScreenAsk {
+    /// PEEK.
+    Peek(PeekRequest),
+    /// CAPTURE, with the scrollback if `full`.
+    Capture {
+        /// The scrollback too.
+        full: bool,
+    },
+}
+
+impl From<PeekRequest> for ScreenAsk {
+    fn from(peek: PeekRequest) -> Self {
+        Self::Peek(peek)
+    }
 }
 
 impl ReplyBudget {
@@ -116,17 +136,20 @@ impl ReplyBudget {
     }
 
     /// The cost of the last SCREEN cut for a PEEK of this kind (0 before any).
-    pub fn last_screen(&self, peek: PeekRequest) -> usize {
-        self.screens[Self::kind(peek)].get()
+    pub fn last_screen(&self, peek: impl Into<ScreenAsk>) -> usize {
+        self.screens[Self::kind(peek.into())].get()
     }
 
     /// A SCREEN of this kind, costing `cost`, was cut.
-    fn cut(&self, peek: PeekRequest, cost: usize) {
+    fn cut(&self, peek: ScreenAsk, cost: usize) {
         self.screens[Self::kind(peek)].set(cost);
     }
 
-    fn kind(peek: PeekRequest) -> usize {
-        usize::from(peek.plain) * 2 + usize::from(peek.full)
+    fn kind(ask: ScreenAsk) -> usize {
+        match ask {
+            ScreenAsk::Peek(peek) => usize::from(peek.plain) * 2 + usize::from(peek.full),
+            ScreenAsk::Capture { full } => 4 + usize::from(full),
+        }
     }
 
     /// One connection's reply bytes went from `before` to `after`.
@@ -192,7 +215,7 @@ pub(crate) enum Lane {
 pub(crate) fn cost(item: &Outbound) -> usize {
     let heap = match item {
         Outbound::Strict(frame) => match frame {
-            ServerFrame::Output(b) | ServerFrame::Screen(b) => b.len(),
+            ServerFrame::Output(b) | ServerFrame::Screen(b) | ServerFrame::Capture(b) => b.len(),
             ServerFrame::Error { detail, .. } => detail.len(),
             ServerFrame::Welcome { server, .. } => server.len(),
             ServerFrame::Status(s) => s.id.as_str().len(),
@@ -225,7 +248,10 @@ pub(crate) fn cost(item: &Outbound) -> usize {
             ServerFrame::Geometry { .. }
             | ServerFrame::Exit(_)
             | ServerFrame::Pong(_)
-            | ServerFrame::Detached => 0,
+            | ServerFrame::Detached
+            | ServerFrame::Reserved16
+            | ServerFrame::Reserved17
+            | ServerFrame::Reserved18 => 0,
         },
         Outbound::Legacy(frame) => match frame {
             LegacyServerFrame::Data(b)
@@ -374,7 +400,7 @@ pub(crate) struct Peer {
     /// The daemon's reply budget, shared by every connection.
     budget: Rc<ReplyBudget>,
     /// A PEEK waiting for room in the budget, and the size its SCREEN had.
-    parked: Cell<Option<(PeekRequest, usize)>>,
+    parked: Cell<Option<(ScreenAsk, usize)>>,
     /// The writer's encoded bytes not yet written, in runs by lane, in order: a
     /// reply counts in the budget until the socket has taken it.
     unwritten: RefCell<VecDeque<(Lane, usize)>>,
@@ -487,7 +513,8 @@ impl Peer {
     /// last one cut must fit the budget (SPEC.md §8). Otherwise it is parked without
     /// cutting anything (a full scrollback takes long to cut), and the reader serves
     /// it once there is room ([`Peer::serve_parked`]).
-    pub fn may_cut(&self, peek: PeekRequest) -> bool {
+    pub fn may_cut(&self, peek: impl Into<ScreenAsk>) -> bool {
+        let peek = peek.into();
         let guess = self.budget.last_screen(peek);
         if self.phase.get() != Phase::Open || self.budget.admits(guess) {
             return true;
@@ -499,7 +526,8 @@ impl Peer {
     /// Queues the SCREEN answering `peek` if the daemon's reply budget admits it
     /// (SPEC.md §8). Otherwise nothing is queued and the PEEK is parked, as by
     /// [`Peer::may_cut`].
-    pub fn send_screen(&self, item: Outbound, peek: PeekRequest) {
+    pub fn send_screen(&self, item: Outbound, peek: impl Into<ScreenAsk>) {
+        let peek = peek.into();
         let c = cost(&item);
         self.budget.cut(peek, c);
         if self.phase.get() != Phase::Open || self.budget.admits(c) {
@@ -509,7 +537,7 @@ impl Peer {
         self.park(peek, c);
     }
 
-    fn park(&self, peek: PeekRequest, c: usize) {
+    fn park(&self, peek: ScreenAsk, c: usize) {
         log!(
             "connection {}: PEEK waits for the reply budget ({} of {} bytes of replies \
              queued; its screen is about {c} bytes)",
@@ -523,7 +551,7 @@ impl Peer {
     /// Serves a parked PEEK again with `peek` once the budget has room for a screen
     /// of the size it had (a new screen is cut then), until it is queued or the
     /// connection closes.
-    pub async fn serve_parked(&self, peek: impl Fn(PeekRequest)) {
+    pub async fn serve_parked(&self, peek: impl Fn(ScreenAsk)) {
         while let Some((request, c)) = self.parked.get() {
             let freed = self.budget.freed.notified();
             tokio::pin!(freed);
@@ -846,6 +874,30 @@ mod tests {
         };
         let c = Peer::new(3, conn(), shared.clone());
         assert!(c.may_cut(visible), "another kind has its own estimate");
+    }
+
+    #[test]
+    fn a_capture_waits_for_the_budget_as_a_peek_of_its_own_kind() {
+        let shared = Rc::new(ReplyBudget::new(1 << 20));
+        let a = Peer::new(1, conn(), shared.clone());
+        let b = Peer::new(2, conn(), shared.clone());
+        let full = ScreenAsk::Capture { full: true };
+        let cells = || Outbound::Strict(ServerFrame::Capture(vec![0; 700 << 10].into()));
+        assert!(a.may_cut(full));
+        a.send_screen(cells(), full);
+        assert_eq!(shared.last_screen(full), cost(&cells()));
+        for (plain, full) in [(false, false), (false, true), (true, false), (true, true)] {
+            let peek = PeekRequest { plain, full };
+            assert_eq!(
+                shared.last_screen(peek),
+                0,
+                "PEEK's estimates are their own"
+            );
+        }
+        assert!(!b.may_cut(full));
+        assert_eq!(b.parked.get().map(|(ask, _)| ask), Some(full));
+        let visible = ScreenAsk::Capture { full: false };
+        assert!(Peer::new(3, conn(), shared.clone()).may_cut(visible));
     }
 
     #[test]

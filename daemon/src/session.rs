@@ -32,7 +32,7 @@ use tokio::sync::Notify;
 use crate::create::{Claim, Created};
 use crate::cursor::OutputLog;
 use crate::input::InputQueue;
-use crate::outbound::{pty_size, Peer, Phase, ReplyBudget};
+use crate::outbound::{pty_size, Peer, Phase, ReplyBudget, ScreenAsk};
 use crate::pty::{self, ChildProc};
 use crate::status;
 use latch_screen as screen;
@@ -642,6 +642,18 @@ impl Session {
         self.settle();
         let peek = latch_wire::PeekRequest { plain, full };
         client.send_screen(Outbound::Strict(ServerFrame::Screen(snapshot)), peek);
+    }
+
+    /// CAPTURE: the cell-grid capture, postcard-encoded (SPEC.md §4.4); only cut
+    /// and encoded here, never drawn.
+    pub fn capture(&self, client: &Peer, full: bool) {
+        let capture = self
+            .term
+            .borrow_mut()
+            .capture(full, screen::capture::CAPTURE_MAX);
+        self.settle();
+        let frame = ServerFrame::Capture(Bytes::from(capture.encode()));
+        client.send_screen(Outbound::Strict(frame), ScreenAsk::Capture { full });
     }
 
     /// INPUT: queue bytes for the PTY, in arrival order across all connections.

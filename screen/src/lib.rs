@@ -60,11 +60,15 @@
 //!
 //! A snapshot never exceeds the largest server frame: a longer one (possible only with
 //! `full`) keeps its newest lines and drops the oldest.
+//!
+//! CAPTURE is not text but cells: [`capture::Capture`], every cell's grapheme,
+//! colours and attributes, the cursor and the program's palette, for the pictures.
 
 // No unsafe code at all in this crate (the protocol and the screen are pure data).
 #![forbid(unsafe_code)]
 
 pub mod attach;
+pub mod capture;
 mod compact;
 mod effects;
 mod emulator;

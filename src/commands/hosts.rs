@@ -357,9 +357,20 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             follow,
             since,
             raw,
+            picture,
         } => {
             if since.is_some() {
                 turns::check_flags(raw, json)?;
+            }
+            // Pictures are drawn here from the CAPTURE the relay brings (SPEC.md §12.3).
+            if let Some(format) = picture.format {
+                let sink = crate::pictures::Sink::open(format, &picture)?;
+                let mut relay = open_target(&route, root, &target, None)?;
+                if let Some(screen) = &relay.target.final_screen {
+                    return crate::pictures::draw_final(screen, full, &sink);
+                }
+                let bound = bind(&mut relay, owner_of(&target.pre)?)?;
+                return crate::pictures::draw_bound(bound, full, &sink);
             }
             let mut relay = open_target(&route, root.clone(), &target, None)?;
             if relay_final(&relay) {

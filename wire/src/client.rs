@@ -91,6 +91,8 @@ fn frame_name(f: &ServerFrame) -> &'static str {
         ServerFrame::Casts(_) => "CASTS",
         ServerFrame::Leased(_) => "LEASED",
         ServerFrame::Commands(_) => "COMMANDS",
+        ServerFrame::Capture(_) => "CAPTURE",
+        ServerFrame::Reserved16 | ServerFrame::Reserved17 | ServerFrame::Reserved18 => "RESERVED",
     }
 }
 

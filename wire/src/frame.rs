@@ -126,12 +126,21 @@ pub enum ClientFrame {
         /// Stop every active recording, and answer with those stopped.
         stop: bool,
     },
+    // Indices 17 to 19 are allocated to frames of this version not built yet
+    // (SPEC.md §4.1); each decodes and is refused as `malformed`.
+    #[doc(hidden)]
+    Reserved17,
+    #[doc(hidden)]
+    Reserved18,
+    #[doc(hidden)]
+    Reserved19,
+    /// Index 20, version 3. The screen as cells (with `full`, the scrollback
+    /// first), for the pictures. Reply: [`ServerFrame::Capture`].
+    Capture {
+        /// The scrollback too.
+        full: bool,
+    },
 }
-
-/// A frame index allocated to another feature: an enum without values, so that no
-/// bytes decode to it (postcard indexes variants by position, SPEC.md §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Unassigned {}
 
 /// CAST_START's fields (SPEC.md §4.1, §4.8).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -223,6 +232,18 @@ pub enum ServerFrame {
     /// Index 15, version 3. Answer to [`ClientFrame::CastStart`] and
     /// [`ClientFrame::Casts`]: recordings (SPEC.md §4.8).
     Casts(Vec<CastInfo>),
+    // Indices 16 to 18 are allocated to frames of this version not built yet
+    // (SPEC.md §4.2); a daemon never sends them.
+    #[doc(hidden)]
+    Reserved16,
+    #[doc(hidden)]
+    Reserved17,
+    #[doc(hidden)]
+    Reserved18,
+    /// Index 19, version 3. Answer to [`ClientFrame::Capture`]: latch-screen's
+    /// cell-grid capture, postcard-encoded (SPEC.md §4.4), at most
+    /// MAX_SERVER_FRAME in all.
+    Capture(Bytes),
 }
 
 /// STATUS of version 3 (SPEC.md §4.2): STATUS's fields, then the output's.

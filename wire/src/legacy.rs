@@ -238,7 +238,11 @@ impl LegacyServerFrame {
             | ServerFrame::Cut(_)
             | ServerFrame::Casts(_)
             | ServerFrame::Leased(_)
-            | ServerFrame::Commands(_) => None,
+            | ServerFrame::Commands(_)
+            | ServerFrame::Capture(_)
+            | ServerFrame::Reserved16
+            | ServerFrame::Reserved17
+            | ServerFrame::Reserved18 => None,
         }
     }
 

@@ -82,7 +82,7 @@ pub use error::{CodecError, FrameError};
 pub use frame::{
     AttachRequest, CastInfo, CastRequest, ClientFrame, CutFacts, ErrorCode, ExitStatus,
     LegacyPolicy, Limits, OutputFacts, OutputRange, PeekRequest, ServerFrame, ShellFacts,
-    ShellPhase, Size, Status3, StatusReply, Unassigned,
+    ShellPhase, Size, Status3, StatusReply,
 };
 pub use ids::{
     Incarnation, IncarnationError, SessionId, SessionIdError, SessionRef, SessionRefError,

@@ -50,6 +50,8 @@ pub const CAST_MAX_BYTES_MIN: u64 = 4096;
 pub const COMMANDS_KEPT: usize = 1000;
 /// Most answer bytes queued for the program at once (SPEC §8).
 pub const ANSWERS_QUEUED_MAX: usize = 4096;
+/// The most pixels (width × height) of a `peek --format png` (SPEC §4.4, §8).
+pub const PNG_MAX_PIXELS: u64 = 16_777_216;
 /// Largest terminal height a daemon accepts, in rows.
 pub const MAX_ROWS: u16 = 1_000;
 /// Largest terminal width a daemon accepts, in columns.

@@ -106,6 +106,11 @@ pub enum Effect {
         /// How many.
         last: u32,
     },
+    /// Send the cell-grid capture, with the scrollback if `full` (version 3).
+    Capture {
+        /// The scrollback too.
+        full: bool,
+    },
 }
 
 impl Effect {
@@ -127,7 +132,8 @@ impl Effect {
             | Self::OutputSince { .. }
             | Self::Casts { .. }
             | Self::Release
-            | Self::Commands { .. } => false,
+            | Self::Commands { .. }
+            | Self::Capture { .. } => false,
             // A recording observes, but writes a file as the daemon's user.
             Self::CastStart(_) => true,
             Self::Lease => true,
@@ -609,6 +615,24 @@ impl ServerConn {
                     ClientFrame::Commands { last } => Effect::Commands { last },
                     _ => return Vec::new(),
                 }
+            }
+            ClientFrame::Capture { full } => {
+                // Version 3's, as OUTPUT_SINCE (SPEC.md §4.1).
+                if version < CURSORS_VERSION {
+                    self.state = ConnState::Closed;
+                    return refuse(
+                        ErrorCode::Malformed,
+                        format!("CAPTURE needs version {CURSORS_VERSION}; this connection speaks {version}"),
+                    );
+                }
+                Effect::Capture { full }
+            }
+            ClientFrame::Reserved17 | ClientFrame::Reserved18 | ClientFrame::Reserved19 => {
+                self.state = ConnState::Closed;
+                return refuse(
+                    ErrorCode::Malformed,
+                    "a frame index this daemon does not serve",
+                );
             }
         };
         // Once the program has exited, nothing can reach it (SPEC.md §5.3).

@@ -250,6 +250,10 @@ fn all_client_frames() -> Vec<ClientFrame> {
             max_bytes: None,
         }),
         ClientFrame::Casts { stop: false },
+        ClientFrame::Reserved17,
+        ClientFrame::Reserved18,
+        ClientFrame::Reserved19,
+        ClientFrame::Capture { full: true },
     ]
 }
 
@@ -348,6 +352,10 @@ fn all_server_frames() -> Vec<ServerFrame> {
             started_at_ms: 4,
             max_bytes: Some(5000),
         }]),
+        ServerFrame::Reserved16,
+        ServerFrame::Reserved17,
+        ServerFrame::Reserved18,
+        ServerFrame::Capture(Bytes::from_static(b"cells")),
     ]
 }
 
@@ -640,10 +648,14 @@ fn client_frame_indices_are_pinned() {
             ClientFrame::Commands { .. } => (14, "COMMANDS"),
             ClientFrame::CastStart(_) => (15, "CAST_START"),
             ClientFrame::Casts { .. } => (16, "CASTS"),
+            ClientFrame::Reserved17 => (17, "reserved"),
+            ClientFrame::Reserved18 => (18, "reserved"),
+            ClientFrame::Reserved19 => (19, "reserved"),
+            ClientFrame::Capture { .. } => (20, "CAPTURE"),
         }
     }
     let frames = all_client_frames();
-    assert_eq!(frames.len(), 17);
+    assert_eq!(frames.len(), 21);
     let mut last = None;
     for f in &frames {
         let (want, name) = spec_index(f);
@@ -673,10 +685,14 @@ fn server_frame_indices_are_pinned() {
             ServerFrame::Leased(_) => (13, "LEASED"),
             ServerFrame::Commands(_) => (14, "COMMANDS"),
             ServerFrame::Casts(_) => (15, "CASTS"),
+            ServerFrame::Reserved16 => (16, "reserved"),
+            ServerFrame::Reserved17 => (17, "reserved"),
+            ServerFrame::Reserved18 => (18, "reserved"),
+            ServerFrame::Capture(_) => (19, "CAPTURE"),
         }
     }
     let frames = all_server_frames();
-    assert_eq!(frames.len(), 16);
+    assert_eq!(frames.len(), 20);
     let mut last = None;
     for f in &frames {
         let (want, name) = spec_index(f);

@@ -45,6 +45,7 @@ fn limits_table_matches_the_code() {
         ("CLIENT_STALL_MS", CLIENT_STALL_MS),
         ("IDLE_UNBOUND_MS", IDLE_UNBOUND_MS),
         ("INPUT_QUEUE_BYTES", INPUT_QUEUE_BYTES as u64),
+        ("PNG_MAX_PIXELS", PNG_MAX_PIXELS),
         ("OUTPUT_RING_BYTES", OUTPUT_RING_BYTES as u64),
         ("CASTS_MAX", CASTS_MAX as u64),
         ("CAST_QUEUE_BYTES", CAST_QUEUE_BYTES as u64),
@@ -108,6 +109,8 @@ fn frame_tables_match_the_code() {
             ("14", "COMMANDS (v3)"),
             ("15", "CAST_START (v3)"),
             ("16", "CASTS (v3)"),
+            ("17–19", "(reserved)"),
+            ("20", "CAPTURE (v3)"),
         ]
     );
     let server = table("### 4.2 Server frames");
@@ -131,6 +134,8 @@ fn frame_tables_match_the_code() {
             "LEASED (v3)",
             "COMMANDS (v3)",
             "CASTS (v3)",
+            "(reserved)",
+            "CAPTURE (v3)",
         ]
     );
     // The indices themselves are pinned to the encoder in tests/frames.rs.

@@ -209,3 +209,53 @@ fn a_lease_holder_types_read_only_and_version_2_has_no_lease() {
         }))]
     ));
 }
+
+#[test]
+fn capture_is_an_effect_on_version_3_only() {
+    let mut c = bound(3);
+    let out = c.handle(
+        Instant::now(),
+        Inbound::Strict(ClientFrame::Capture { full: true }),
+        Default::default(),
+    );
+    assert_eq!(out, vec![Out::Effect(Effect::Capture { full: true })]);
+    assert!(!Effect::Capture { full: false }.is_mutating());
+    let mut c = bound(2);
+    let out = c.handle(
+        Instant::now(),
+        Inbound::Strict(ClientFrame::Capture { full: false }),
+        Default::default(),
+    );
+    assert!(matches!(
+        &out[..],
+        [
+            Out::Send(Outbound::Strict(ServerFrame::Error {
+                code: ErrorCode::Malformed,
+                ..
+            })),
+            Out::Close
+        ]
+    ));
+    assert_eq!(c.state(), ConnState::Closed);
+}
+
+#[test]
+fn reserved_frames_are_malformed_and_close() {
+    let mut c = bound(3);
+    let out = c.handle(
+        Instant::now(),
+        Inbound::Strict(ClientFrame::Reserved18),
+        Default::default(),
+    );
+    assert!(matches!(
+        &out[..],
+        [
+            Out::Send(Outbound::Strict(ServerFrame::Error {
+                code: ErrorCode::Malformed,
+                ..
+            })),
+            Out::Close
+        ]
+    ));
+    assert_eq!(c.state(), ConnState::Closed);
+}

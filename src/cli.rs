@@ -296,6 +296,8 @@ pub enum Command {
         #[arg(long, value_name = "DUR", default_value = "5")]
         grace: Dur,
     },
+    /// A long-lived JSON-RPC 2.0 server on stdin and stdout, for programs (SPEC §13).
+    Control(crate::control::ControlArgs),
     /// Print a shell completion script (ids and names complete too): see the README.
     Completions {
         /// The shell.

@@ -2,9 +2,9 @@
 //! commands.
 
 mod hosts;
-mod lifecycle;
-mod registry_ops;
-mod sessions;
+pub(crate) mod lifecycle;
+pub(crate) mod registry_ops;
+pub(crate) mod sessions;
 mod turns;
 
 use std::path::{Path, PathBuf};
@@ -60,10 +60,24 @@ pub(crate) fn load_receipt(client: &Client, path: &Path) -> Result<Receipt, Clie
 
 /// Resolves the target's REF under its preconditions (`--expect`, `--receipt`).
 pub(crate) fn resolve(client: &Client, target: &TargetArgs) -> Result<Target, ClientError> {
-    let (reference, pre) = (target.reference.as_str(), &target.pre);
-    let mut want = parse_expect(pre)?;
-    if let Some(path) = &pre.receipt {
-        let receipt = load_receipt(client, path)?;
+    let want = parse_expect(&target.pre)?;
+    let receipt = target
+        .pre
+        .receipt
+        .as_ref()
+        .map(|path| load_receipt(client, path))
+        .transpose()?;
+    resolve_with(client, &target.reference, want, receipt)
+}
+
+/// Resolves `reference` under `--expect`'s incarnation and a checked receipt.
+pub(crate) fn resolve_with(
+    client: &Client,
+    reference: &str,
+    mut want: Option<Incarnation>,
+    receipt: Option<Receipt>,
+) -> Result<Target, ClientError> {
+    if let Some(receipt) = receipt {
         if want.is_some_and(|w| !w.ct_eq(&receipt.incarnation)) {
             return Err(usage("--expect and --receipt name different incarnations"));
         }
@@ -109,6 +123,12 @@ pub(crate) fn secs(s: f64) -> Result<Duration, ClientError> {
 
 /// Runs the parsed command; returns the exit code.
 pub fn run(cli: Cli) -> Result<i32, ClientError> {
+    // The control server reaches local daemons only (SPEC §13.8).
+    if matches!(cli.command, Some(Command::Control(_))) && !cli.host.is_empty() {
+        return Err(usage(
+            "latch control serves this host's registry; run it on the host instead              (ssh HOST latch control): --host is not carried (SPEC §13.8)",
+        ));
+    }
     // --host, or a HOST:ID reference: the same command on another host (SPEC.md §12).
     if let Some(route) = hosts::route(&cli)? {
         return hosts::run(route, cli);
@@ -119,6 +139,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         return registry_ops::summary(root, json);
     };
     match command {
+        Command::Control(args) => crate::control::run(root, &args),
         Command::Completions { shell } => crate::complete::script(shell),
         Command::Man => crate::complete::man(),
         Command::Daemon { root, spec } => lifecycle::daemon(root, spec),

@@ -33,6 +33,7 @@ mod bridge;
 mod cli;
 mod commands;
 mod complete;
+mod control;
 mod events;
 mod keys;
 mod legacy_dir;

@@ -110,9 +110,7 @@ pub(crate) fn call(server: &Arc<Server>, method: &str, params: Value, id: &Value
         // `run` (a command and its output, in one call) lands with the turns
         // work; it will be one more arm here calling the same code as `latch run`.
         "run" => Err(RpcError::new(rpc::METHOD_NOT_FOUND, "run is not in this build yet").into()),
-        other => {
-            Err(RpcError::new(rpc::METHOD_NOT_FOUND, format!("no method {other:?}")).into())
-        }
+        other => Err(RpcError::new(rpc::METHOD_NOT_FOUND, format!("no method {other:?}")).into()),
     })
 }
 
@@ -165,12 +163,13 @@ pub(crate) fn resolve<'s>(
     let want = t
         .expect
         .as_deref()
-        .map(|s| Incarnation::parse(s).map_err(|e| ClientError::Usage(format!("expect {s:?}: {e}"))))
+        .map(|s| {
+            Incarnation::parse(s).map_err(|e| ClientError::Usage(format!("expect {s:?}: {e}")))
+        })
         .transpose()
         .map_err(fail)?;
     let receipt = receipt(&client, t.receipt.as_ref()).map_err(fail)?;
-    let target =
-        crate::commands::resolve_with(&client, &t.session, want, receipt).map_err(fail)?;
+    let target = crate::commands::resolve_with(&client, &t.session, want, receipt).map_err(fail)?;
     Ok((client, target))
 }
 
@@ -218,11 +217,10 @@ fn legacy(name: Option<&str>) -> Result<Option<crate::cli::Legacy>, Failure> {
 fn create(server: &Server, p: Result<CreateParams, Failure>) -> Reply {
     let p = p?;
     let owner = crate::commands::parse_owner(p.owner.as_deref())?;
-    let id = p
-        .id
-        .as_deref()
-        .map(|s| latch_wire::SessionId::new(s).map_err(|e| usage(format!("id {s:?}: {e}"))))
-        .transpose()?;
+    let id =
+        p.id.as_deref()
+            .map(|s| latch_wire::SessionId::new(s).map_err(|e| usage(format!("id {s:?}: {e}"))))
+            .transpose()?;
     let kv = |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let args = crate::cli::NewArgs {
         detached: true,
@@ -241,7 +239,11 @@ fn create(server: &Server, p: Result<CreateParams, Failure>) -> Reply {
     };
     let size = (p.rows.unwrap_or(24), p.cols.unwrap_or(80));
     latch_wire::limits::check_size(size.0, size.1).map_err(|e| usage(e.to_string()))?;
-    let path = p.receipt.as_deref().map(sessions::prepare_receipt).transpose()?;
+    let path = p
+        .receipt
+        .as_deref()
+        .map(sessions::prepare_receipt)
+        .transpose()?;
     let new = sessions::new_session(&server.base, &args, id, owner, size)?;
     let created = server.base.create(new)?;
     let shape = CreatedJson::from(&created);
@@ -280,11 +282,15 @@ fn peek(client: &ClientRef<'_>, t: &Target, p: PeekParams) -> Reply {
     let s = &t.session;
     if let Some(since) = p.since {
         if !plain || p.full {
-            return Err(usage("since gives plain text of the output: no format, no full"));
+            return Err(usage(
+                "since gives plain text of the output: no format, no full",
+            ));
         }
         let mut bound = client.connect(s).at(s)?;
         let max = p.max_bytes.unwrap_or(SINCE_DEFAULT).max(1);
-        return to_value(&PeekResult::Output(output_since(&mut bound, since, max).at(s)?));
+        return to_value(&PeekResult::Output(
+            output_since(&mut bound, since, max).at(s)?,
+        ));
     }
     let opts = sessions::peek_options(plain, p.full);
     let shape = |screen: String, exit: Option<(Option<i32>, Option<i32>)>| ScreenJson {
@@ -358,7 +364,11 @@ fn send(client: &ClientRef<'_>, t: &Target, p: SendParams) -> Reply {
 }
 
 fn wait(client: &ClientRef<'_>, t: &Target, p: WaitParams) -> Reply {
-    let idle = p.idle.as_ref().map(|d| duration(Some(d), Duration::ZERO)).transpose()?;
+    let idle = p
+        .idle
+        .as_ref()
+        .map(|d| duration(Some(d), Duration::ZERO))
+        .transpose()?;
     let n = usize::from(p.text.is_some()) + usize::from(idle.is_some()) + usize::from(p.prompt);
     if n + usize::from(p.exit) != 1 {
         return Err(RpcError::params("give exactly one of text, idle, prompt, exit").into());
@@ -395,7 +405,10 @@ pub(crate) fn waited_json(s: &SessionRef, condition: &Condition, waited: Waited)
 fn resize(client: &ClientRef<'_>, t: &Target, p: ResizeParams) -> Reply {
     latch_wire::limits::check_size(p.rows, p.cols).map_err(|e| usage(e.to_string()))?;
     let s = &t.session;
-    client.connect(s).and_then(|mut b| b.resize(p.rows, p.cols)).at(s)?;
+    client
+        .connect(s)
+        .and_then(|mut b| b.resize(p.rows, p.cols))
+        .at(s)?;
     to_value(&ResizedJson {
         id: s.id.to_string(),
         incarnation: s.incarnation.to_string(),
@@ -439,7 +452,11 @@ fn signal(p: Option<&SignalParam>) -> Result<i32, Failure> {
         None => Ok(libc::SIGHUP),
         Some(SignalParam::Number(n)) => Ok(*n),
         Some(SignalParam::Name(name)) => crate::cli::SignalParser
-            .parse_ref(&clap::Command::new("latch"), None, std::ffi::OsStr::new(name))
+            .parse_ref(
+                &clap::Command::new("latch"),
+                None,
+                std::ffi::OsStr::new(name),
+            )
             .map_err(|_| usage(format!("signal {name:?}: no such signal"))),
     }
 }
@@ -456,7 +473,11 @@ fn kill(client: &ClientRef<'_>, t: &Target, p: KillParams) -> Reply {
 fn remove(client: &ClientRef<'_>, t: &Target, p: RemoveParams) -> Reply {
     let s = &t.session;
     client.remove(s, lifecycle::remove_mode(p.force)).at(s)?;
-    to_value(&lifecycle::action_json(s, t.record.owner.clone(), "removed"))
+    to_value(&lifecycle::action_json(
+        s,
+        t.record.owner.clone(),
+        "removed",
+    ))
 }
 
 fn restart(client: &ClientRef<'_>, t: &Target, p: RestartParams) -> Reply {
@@ -511,5 +532,9 @@ fn verify(server: &Server, p: Result<VerifyParams, Failure>) -> Reply {
             client.verify_receipt_value(r)
         }
     };
-    to_value(&registry_ops::verdict_json(verdict, receipt.as_ref(), detail))
+    to_value(&registry_ops::verdict_json(
+        verdict,
+        receipt.as_ref(),
+        detail,
+    ))
 }

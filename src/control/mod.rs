@@ -3,8 +3,8 @@
 //! shapes; requests are served on their own threads and answered out of order.
 
 mod methods;
-mod params;
 mod outbox;
+mod params;
 pub(crate) mod rpc;
 mod schema;
 mod subscribe;
@@ -347,7 +347,10 @@ pub fn run(root: Option<&PathBuf>, args: &ControlArgs) -> Result<i32, ClientErro
 fn shut_down(server: &Arc<Server>) {
     let (pending, subs): (Vec<String>, Vec<u64>) = {
         let s = server.lock();
-        (s.pending.keys().cloned().collect(), s.subs.keys().copied().collect())
+        (
+            s.pending.keys().cloned().collect(),
+            s.subs.keys().copied().collect(),
+        )
     };
     for key in pending {
         if let Ok(id) = serde_json::from_str::<Value>(&key) {

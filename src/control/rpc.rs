@@ -210,7 +210,13 @@ mod tests {
         assert_eq!(code(&parse_line(b"3")), Some(INVALID_REQUEST));
         let no_version = parse_line(br#"{"id":"x","method":"list"}"#);
         assert_eq!(code(&no_version), Some(INVALID_REQUEST));
-        assert!(matches!(no_version, Incoming::Invalid { id: Value::String(_), .. }));
+        assert!(matches!(
+            no_version,
+            Incoming::Invalid {
+                id: Value::String(_),
+                ..
+            }
+        ));
         let positional = parse_line(br#"{"jsonrpc":"2.0","id":2,"method":"list","params":[1]}"#);
         assert_eq!(code(&positional), Some(INVALID_PARAMS));
         let null_id = parse_line(br#"{"jsonrpc":"2.0","id":null,"method":"list"}"#);
@@ -226,10 +232,19 @@ mod tests {
             read_line_capped(&mut r, &mut buf, 5).unwrap(),
             LineRead::TooLong
         );
-        assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), LineRead::Line);
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 5).unwrap(),
+            LineRead::Line
+        );
         assert_eq!(buf, b"abc");
-        assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), LineRead::Line);
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 5).unwrap(),
+            LineRead::Line
+        );
         assert_eq!(buf, b"last");
-        assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), LineRead::Eof);
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 5).unwrap(),
+            LineRead::Eof
+        );
     }
 }

@@ -253,10 +253,7 @@ pub fn document() -> Value {
     for (name, f) in NOTIFICATIONS {
         notes.insert((*name).into(), json!({ "params": f(&mut g) }));
     }
-    let defs: serde_json::Map<String, Value> = g
-        .take_definitions(true)
-        .into_iter()
-        .collect();
+    let defs: serde_json::Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "latch control protocol",
@@ -320,20 +317,81 @@ mod tests {
                 .map(|o| o.keys().cloned().collect())
                 .unwrap_or_default();
             keys.sort();
-            assert_eq!(keys, params, "method {name}: SPEC §13.4 and the schema differ");
+            assert_eq!(
+                keys, params,
+                "method {name}: SPEC §13.4 and the schema differ"
+            );
         }
     }
 
     #[test]
-    fn spec_section_13_names_every_notification() {
+    fn spec_section_13_names_every_notification_and_its_fields() {
+        let doc = document();
         let start = SPEC.find("### 13.5 Subscriptions").expect("SPEC §13.5");
-        let section = &SPEC[start..SPEC[start..].find("### 13.6").map_or(SPEC.len(), |e| start + e)];
-        for (name, _) in NOTIFICATIONS {
-            assert!(
-                section.contains(&format!("`{name}`")),
-                "SPEC §13.5 does not name notification {name}"
+        let end = SPEC[start..]
+            .find("### 13.6")
+            .map_or(SPEC.len(), |e| start + e);
+        let listed: Vec<(String, Vec<String>)> = SPEC[start..end]
+            .lines()
+            .filter_map(|l| l.strip_prefix("- `"))
+            .filter_map(|l| l.split_once('`').map(|(head, _)| head))
+            .filter_map(|head| head.split_once(" {"))
+            .map(|(name, fields)| {
+                let mut f: Vec<String> = fields
+                    .trim_end_matches('}')
+                    .split([',', '|'])
+                    .map(|f| f.trim().to_owned())
+                    .collect();
+                f.extend(["subscription", "id", "incarnation"].map(String::from));
+                f.sort();
+                (name.to_owned(), f)
+            })
+            .collect();
+        let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+        let ours: Vec<&str> = NOTIFICATIONS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ours, "SPEC §13.5 and NOTIFICATIONS differ");
+        for (name, fields) in listed {
+            let reference = doc["notifications"][&name]["params"]["$ref"]
+                .as_str()
+                .expect("a $ref")
+                .trim_start_matches("#/$defs/")
+                .to_owned();
+            let mut keys: Vec<String> = doc["$defs"][&reference]["properties"]
+                .as_object()
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default();
+            keys.sort();
+            assert_eq!(
+                keys, fields,
+                "notification {name}: SPEC §13.5 and the schema differ"
             );
         }
+    }
+
+    #[test]
+    fn spec_section_13_6_caps_are_the_constants() {
+        let start = SPEC.find("### 13.6 Caps").expect("SPEC §13.6");
+        let rows: Vec<(String, usize)> = SPEC[start..]
+            .lines()
+            .skip_while(|l| !l.starts_with("| "))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+            .map(|l| {
+                let c: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+                (c[0].to_owned(), c[1].parse().expect("a number"))
+            })
+            .collect();
+        let want = [
+            ("LINE_MAX", super::super::LINE_MAX),
+            ("REQUESTS_MAX", super::super::REQUESTS_MAX),
+            ("SUBSCRIPTIONS_MAX", super::super::SUBSCRIPTIONS_MAX),
+            (
+                "SUBSCRIPTION_QUEUE_BYTES",
+                super::super::SUBSCRIPTION_QUEUE_BYTES,
+            ),
+        ]
+        .map(|(n, v)| (n.to_owned(), v));
+        assert_eq!(rows, want);
     }
 
     #[test]

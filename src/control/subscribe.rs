@@ -219,7 +219,11 @@ impl Stream {
                     text: Some(s),
                 };
                 let line = self.line("output", &note);
-                if !self.server.out.notify_if_room(self.sub, vec![line], SUBSCRIPTION_QUEUE_BYTES) {
+                if !self
+                    .server
+                    .out
+                    .notify_if_room(self.sub, vec![line], SUBSCRIPTION_QUEUE_BYTES)
+                {
                     self.dropped += self.next - self.held_from;
                 }
             } else {
@@ -400,7 +404,9 @@ fn run(
 /// The ring's output from `st.next` up to the attach cut (OUTPUT_SINCE, SPEC §4.7).
 fn catch_up(st: &mut Stream, mut ring: Bound, cut: u64) {
     while st.next < cut {
-        let want = u32::try_from(cut - st.next).unwrap_or(u32::MAX).min(1 << 20);
+        let want = u32::try_from(cut - st.next)
+            .unwrap_or(u32::MAX)
+            .min(1 << 20);
         let Ok(range) = ring.output_since(st.next, want) else {
             return;
         };
@@ -431,9 +437,7 @@ fn live(st: &mut Stream, reader: &mut AttachReader) -> End {
             Ok(AttachEvent::Cut(c)) => st.skip_to(c.cursor),
             Ok(AttachEvent::Exit(e)) => return End::Exit(e.code, e.signal),
             Ok(AttachEvent::Detached) => return End::Closed("cancelled"),
-            Ok(AttachEvent::Error { code, .. })
-                if Class::of_daemon(code) == Class::Replaced =>
-            {
+            Ok(AttachEvent::Error { code, .. }) if Class::of_daemon(code) == Class::Replaced => {
                 return End::Replaced(now_holds(st));
             }
             Ok(AttachEvent::Closed | AttachEvent::Error { .. }) | Err(_) => {
@@ -509,7 +513,10 @@ fn follow_events(
             "event",
             &serde_json::to_value(note).unwrap_or(Value::Null),
         ));
-        if server.out.notify_if_room(sub, lines, SUBSCRIPTION_QUEUE_BYTES) {
+        if server
+            .out
+            .notify_if_room(sub, lines, SUBSCRIPTION_QUEUE_BYTES)
+        {
             dropped = 0;
         } else {
             dropped += 1;

@@ -37,7 +37,7 @@ fn to_value<T: Serialize>(v: &T) -> Reply {
 }
 
 fn usage(msg: impl Into<String>) -> Failure {
-    Failure::Latch(ClientError::Usage(msg.into()), None)
+    Failure::Latch(Box::new(ClientError::Usage(msg.into())), None)
 }
 
 /// A duration param, `default` when absent.
@@ -157,7 +157,7 @@ pub(crate) fn resolve<'s>(
     server: &'s Server,
     t: &TargetParams,
 ) -> Result<(ClientRef<'s>, Target), Failure> {
-    let fail = |e: ClientError| Failure::Latch(e, named(&t.session));
+    let fail = |e: ClientError| Failure::Latch(Box::new(e), named(&t.session));
     let owner = crate::commands::parse_owner(t.owner.as_deref()).map_err(fail)?;
     let client = server.client(owner).map_err(fail)?;
     let want = t

@@ -67,12 +67,12 @@ struct State {
 #[derive(Debug)]
 pub(crate) enum Failure {
     Rpc(RpcError),
-    Latch(ClientError, Option<SessionRef>),
+    Latch(Box<ClientError>, Option<SessionRef>),
 }
 
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Self {
-        Self::Latch(e, None)
+        Self::Latch(Box::new(e), None)
     }
 }
 
@@ -89,7 +89,7 @@ pub(crate) trait At<T> {
 
 impl<T> At<T> for Result<T, ClientError> {
     fn at(self, s: &SessionRef) -> Result<T, Failure> {
-        self.map_err(|e| Failure::Latch(e, Some(s.clone())))
+        self.map_err(|e| Failure::Latch(Box::new(e), Some(s.clone())))
     }
 }
 
@@ -109,7 +109,7 @@ impl Failure {
     pub(crate) fn rpc(&self) -> RpcError {
         let (e, at) = match self {
             Self::Rpc(r) => return r.clone(),
-            Self::Latch(e, at) => (e, at),
+            Self::Latch(e, at) => (&**e, at),
         };
         let body = crate::shapes::ErrorJson::from(e).error;
         let mut data = json!({
@@ -312,11 +312,20 @@ pub fn run(root: Option<&PathBuf>, args: &ControlArgs) -> Result<i32, ClientErro
         next_sub: AtomicU64::new(1),
     });
     let writer = server.clone();
+    // Its own descriptor for stdout: the writer never holds std's stdout lock, which
+    // the exit path takes to flush.
+    let stdout = {
+        use std::os::fd::AsFd;
+        std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(std::fs::File::from)
+            .map_err(|e| ClientError::Other(format!("stdout: {e}")))?
+    };
     std::thread::Builder::new()
         .name("control-out".into())
         .spawn(move || {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+            let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout);
             writer.out.write_all(&mut out);
             // Stdout is closed: nothing can be answered any more (SPEC §10).
             let _ = out.flush();

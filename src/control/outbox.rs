@@ -54,6 +54,13 @@ impl Outbox {
         true
     }
 
+    /// Whether `want` more bytes for `sub` would fit its budget now (a cheap check
+    /// before a notification is built; [`Outbox::notify_if_room`] decides).
+    pub fn has_room(&self, sub: u64, want: usize, budget: usize) -> bool {
+        let have = self.lock().queued.get(&sub).copied().unwrap_or(0);
+        have == 0 || have + want <= budget
+    }
+
     /// Queues a notification whatever the budget: the few small ones that end or
     /// explain a subscription (`lagged`, `exit`, `replaced`, `closed`).
     pub fn notify(&self, sub: u64, line: String) {

@@ -185,8 +185,8 @@ pub struct ClosedNote {
 /// A method: name, params, result.
 pub struct Method {
     pub name: &'static str,
-    pub params: fn(&mut SchemaGenerator) -> Schema,
-    pub result: fn(&mut SchemaGenerator) -> Schema,
+    pub params: SchemaFn,
+    pub result: SchemaFn,
 }
 
 fn s<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
@@ -231,7 +231,10 @@ pub enum PeekResult {
 }
 
 /// Every notification: name and params.
-pub const NOTIFICATIONS: &[(&str, fn(&mut SchemaGenerator) -> Schema)] = &[
+/// A type's schema, by the generator.
+pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+pub const NOTIFICATIONS: &[(&str, SchemaFn)] = &[
     ("output", s::<OutputNote>),
     ("lagged", s::<LaggedNote>),
     ("event", s::<EventNote>),

@@ -158,6 +158,17 @@ impl Stream {
         if !self.output {
             return;
         }
+        // Behind: dropped before anything is encoded, so this thread keeps up
+        // with the daemon however slow stdout is.
+        let estimate = bytes.len() / 3 * 4 + 512;
+        if !self
+            .server
+            .out
+            .has_room(self.sub, estimate, SUBSCRIPTION_QUEUE_BYTES)
+        {
+            self.drop_from(start);
+            return;
+        }
         let (id, incarnation) = self.id();
         let (from, data, text, end) = match &mut self.text {
             None => {
@@ -192,13 +203,22 @@ impl Stream {
             self.dropped = 0;
         } else {
             // The subscriber is behind: dropped here, never waited for.
-            self.dropped += end - from;
-            if let Some(t) = &mut self.text {
-                self.dropped += t.held() as u64;
-                t.clear();
-            }
-            self.held_from = self.next;
+            self.drop_from(from);
         }
+    }
+
+    /// Drops everything from `from` (a chunk's start, or the held text's) up to
+    /// `self.next`.
+    fn drop_from(&mut self, from: u64) {
+        let from = match &mut self.text {
+            Some(t) => {
+                t.clear();
+                self.held_from.min(from)
+            }
+            None => from,
+        };
+        self.dropped += self.next - from;
+        self.held_from = self.next;
     }
 
     /// The last words: pending lag, held text, then `method`'s notification.
@@ -267,10 +287,10 @@ fn open(server: &Arc<Server>, params: Value, id: &Value) -> Result<(), Failure> 
     let attached = bound.attach(0, 0, AttachMode::ReadOnly).at(&s)?;
     let cut = attached.cut.clone().ok_or_else(|| {
         Failure::Latch(
-            latch_client::ClientError::protocol(
+            Box::new(latch_client::ClientError::protocol(
                 latch_client::Mismatch::Version,
                 "subscriptions need a daemon of protocol version 3 (restart the session)",
-            ),
+            )),
             Some(s.clone()),
         )
     })?;
@@ -280,7 +300,7 @@ fn open(server: &Arc<Server>, params: Value, id: &Value) -> Result<(), Failure> 
             "since {since} is past the output cursor {}",
             cut.cursor
         ));
-        return Err(Failure::Latch(e, Some(s)));
+        return Err(Failure::Latch(Box::new(e), Some(s)));
     }
     let sub = server.next_sub.fetch_add(1, Ordering::SeqCst);
     let cancelled = Arc::new(AtomicBool::new(false));
@@ -437,17 +457,24 @@ fn live(st: &mut Stream, reader: &mut AttachReader) -> End {
             Ok(AttachEvent::Cut(c)) => st.skip_to(c.cursor),
             Ok(AttachEvent::Exit(e)) => return End::Exit(e.code, e.signal),
             Ok(AttachEvent::Detached) => return End::Closed("cancelled"),
+            Ok(AttachEvent::Geometry { .. } | AttachEvent::Screen(_)) => {}
             Ok(AttachEvent::Error { code, .. }) if Class::of_daemon(code) == Class::Replaced => {
                 return End::Replaced(now_holds(st));
             }
-            Ok(AttachEvent::Closed | AttachEvent::Error { .. }) | Err(_) => {
+            other => {
+                match &other {
+                    Ok(AttachEvent::Error { code, detail }) => {
+                        eprintln!("latch control: subscription {}: {code:?}: {detail}", st.sub);
+                    }
+                    Err(e) => eprintln!("latch control: subscription {}: {e}", st.sub),
+                    _ => {}
+                }
                 let now = now_holds(st);
                 if now.as_deref() != Some(&st.session.incarnation.to_string()) {
                     return End::Replaced(now);
                 }
                 return End::Closed("closed");
             }
-            Ok(_) => {}
         }
     }
 }

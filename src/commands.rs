@@ -124,7 +124,7 @@ pub(crate) fn secs(s: f64) -> Result<Duration, ClientError> {
 /// Runs the parsed command; returns the exit code.
 pub fn run(cli: Cli) -> Result<i32, ClientError> {
     // The control server reaches local daemons only (SPEC §13.8).
-    if matches!(cli.command, Some(Command::Control(_))) && !cli.host.is_empty() {
+    if matches!(cli.command, Some(Command::Control(_) | Command::Mcp(_))) && !cli.host.is_empty() {
         return Err(usage(
             "latch control serves this host's registry; run it on the host instead              (ssh HOST latch control): --host is not carried (SPEC §13.8)",
         ));
@@ -140,6 +140,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
     };
     match command {
         Command::Control(args) => crate::control::run(root, &args),
+        Command::Mcp(args) => crate::mcp::run(root, &args),
         Command::Completions { shell } => crate::complete::script(shell),
         Command::Man => crate::complete::man(),
         Command::Daemon { root, spec } => lifecycle::daemon(root, spec),

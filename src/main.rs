@@ -37,6 +37,7 @@ mod control;
 mod events;
 mod keys;
 mod legacy_dir;
+mod mcp;
 mod output;
 mod remote;
 mod shapes;

@@ -291,6 +291,36 @@ impl std::ops::Deref for ClientRef<'_> {
     }
 }
 
+impl Server {
+    /// A server on the registry at `root` (`--root`, else SPEC §9.1's defaults).
+    pub(crate) fn open(root: Option<&PathBuf>) -> Result<Arc<Self>, ClientError> {
+        let root = latch_registry::root::resolve_root(root.map(PathBuf::as_path))?;
+        let exe =
+            std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
+        Ok(Arc::new(Self {
+            base: Client::open(&root, exe.clone())?,
+            root,
+            exe,
+            out: Outbox::default(),
+            initialized: AtomicBool::new(true),
+            state: Mutex::default(),
+            next_sub: AtomicU64::new(1),
+        }))
+    }
+}
+
+/// One method, served exactly as `latch control` serves it (for `latch mcp`):
+/// the same code, params and result shapes.
+pub(crate) fn call(server: &Arc<Server>, method: &str, params: Value) -> Result<Value, RpcError> {
+    match methods::call(server, method, params, &Value::Null) {
+        Some(r) => r.map_err(|f| f.rpc()),
+        None => Err(RpcError::new(
+            rpc::METHOD_NOT_FOUND,
+            "not a one-shot method",
+        )),
+    }
+}
+
 /// Runs `latch control` until EOF on stdin (exit 0).
 pub fn run(root: Option<&PathBuf>, args: &ControlArgs) -> Result<i32, ClientError> {
     if args.schema {
@@ -299,18 +329,9 @@ pub fn run(root: Option<&PathBuf>, args: &ControlArgs) -> Result<i32, ClientErro
         println!("{text}");
         return Ok(latch_client::exit::OK);
     }
-    let root = latch_registry::root::resolve_root(root.map(PathBuf::as_path))?;
-    let exe =
-        std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
-    let server = Arc::new(Server {
-        base: Client::open(&root, exe.clone())?,
-        root,
-        exe,
-        out: Outbox::default(),
-        initialized: AtomicBool::new(false),
-        state: Mutex::default(),
-        next_sub: AtomicU64::new(1),
-    });
+    let server = Server::open(root)?;
+    // This connection starts uninitialized (SPEC §13.2).
+    server.initialized.store(false, Ordering::SeqCst);
     let writer = server.clone();
     // Its own descriptor for stdout: the writer never holds std's stdout lock, which
     // the exit path takes to flush.

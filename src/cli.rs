@@ -320,6 +320,10 @@ pub enum Command {
     Stats(crate::commands::stats::StatsArgs),
     /// Append a user event, user.NAME, to a session's events (SPEC.md §9.9).
     Emit(crate::commands::emit::EmitArgs),
+    /// A long-lived JSON-RPC 2.0 server on stdin and stdout, for programs (SPEC §13).
+    Control(crate::control::ControlArgs),
+    /// A Model Context Protocol server on stdin and stdout, for agents (SPEC §14).
+    Mcp(crate::mcp::McpArgs),
     /// Print a shell completion script (ids and names complete too): see the README.
     Completions {
         /// The shell.

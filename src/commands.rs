@@ -4,12 +4,12 @@
 pub(crate) mod cast;
 pub(crate) mod emit;
 mod hosts;
-mod lifecycle;
-mod registry_ops;
+pub(crate) mod lifecycle;
+pub(crate) mod registry_ops;
 pub(crate) mod resurrect;
 pub(crate) mod run;
 pub(crate) mod send;
-mod sessions;
+pub(crate) mod sessions;
 pub(crate) mod stats;
 pub(crate) mod supervise;
 pub(crate) mod turns;
@@ -68,10 +68,24 @@ pub(crate) fn load_receipt(client: &Client, path: &Path) -> Result<Receipt, Clie
 
 /// Resolves the target's REF under its preconditions (`--expect`, `--receipt`).
 pub(crate) fn resolve(client: &Client, target: &TargetArgs) -> Result<Target, ClientError> {
-    let (reference, pre) = (target.reference.as_str(), &target.pre);
-    let mut want = parse_expect(pre)?;
-    if let Some(path) = &pre.receipt {
-        let receipt = load_receipt(client, path)?;
+    let want = parse_expect(&target.pre)?;
+    let receipt = target
+        .pre
+        .receipt
+        .as_ref()
+        .map(|path| load_receipt(client, path))
+        .transpose()?;
+    resolve_with(client, &target.reference, want, receipt)
+}
+
+/// Resolves `reference` under `--expect`'s incarnation and a checked receipt.
+pub(crate) fn resolve_with(
+    client: &Client,
+    reference: &str,
+    mut want: Option<Incarnation>,
+    receipt: Option<Receipt>,
+) -> Result<Target, ClientError> {
+    if let Some(receipt) = receipt {
         if want.is_some_and(|w| !w.ct_eq(&receipt.incarnation)) {
             return Err(usage("--expect and --receipt name different incarnations"));
         }
@@ -117,6 +131,12 @@ pub(crate) fn secs(s: f64) -> Result<Duration, ClientError> {
 
 /// Runs the parsed command; returns the exit code.
 pub fn run(cli: Cli) -> Result<i32, ClientError> {
+    // The control server reaches local daemons only (SPEC §13.8).
+    if matches!(cli.command, Some(Command::Control(_) | Command::Mcp(_))) && !cli.host.is_empty() {
+        return Err(usage(
+            "latch control serves this host's registry; run it on the host instead              (ssh HOST latch control): --host is not carried (SPEC §13.8)",
+        ));
+    }
     // --host, or a HOST:ID reference: the same command on another host (SPEC.md §12).
     if let Some(route) = hosts::route(&cli)? {
         return hosts::run(route, cli);
@@ -127,6 +147,8 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         return registry_ops::summary(root, json);
     };
     match command {
+        Command::Control(args) => crate::control::run(root, &args),
+        Command::Mcp(args) => crate::mcp::run(root, &args),
         Command::Completions { shell } => crate::complete::script(shell),
         Command::Man => crate::complete::man(),
         Command::Daemon { root, spec } => lifecycle::daemon(root, spec),

@@ -11,7 +11,11 @@ use latch_registry::events::ReadEvent;
 use latch_wire::{SessionId, SessionRef};
 use serde_json::Value;
 
-fn scope(client: &Client, reference: Option<&str>, all: bool) -> Result<EventScope, ClientError> {
+pub(crate) fn scope(
+    client: &Client,
+    reference: Option<&str>,
+    all: bool,
+) -> Result<EventScope, ClientError> {
     if all {
         return Ok(EventScope::All);
     }

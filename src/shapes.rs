@@ -9,7 +9,7 @@ use latch_wire::{Owner, StatusReply};
 use serde::Serialize;
 
 /// A session (`ls --json` element, `status --json`, `metadata` of a patch).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionJson {
     pub id: String,
@@ -25,6 +25,7 @@ pub struct SessionJson {
     pub child_pid: u32,
     pub tags: BTreeMap<String, String>,
     pub legacy_policy: &'static str,
+    #[schemars(with = "Option<String>")]
     pub owner: Option<Owner>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
@@ -71,7 +72,7 @@ impl SessionJson {
 }
 
 /// A record that cannot be read (`ls --json` element).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DegradedJson {
     pub id: String,
     pub status: &'static str,
@@ -79,7 +80,7 @@ pub struct DegradedJson {
 }
 
 /// One `ls --json` element.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum EntryJson {
     Session(Box<SessionJson>),
@@ -102,7 +103,7 @@ impl From<&Entry> for EntryJson {
 }
 
 /// `new --json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreatedJson {
     pub id: String,
@@ -110,6 +111,7 @@ pub struct CreatedJson {
     pub daemon_pid: u32,
     pub child_pid: u32,
     pub created_at: u64,
+    #[schemars(with = "Option<String>")]
     pub owner: Option<Owner>,
 }
 
@@ -127,7 +129,7 @@ impl From<&Created> for CreatedJson {
 }
 
 /// `restart --json`: `new --json`'s object plus the incarnation it replaced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RestartedJson {
     #[serde(flatten)]
@@ -136,21 +138,21 @@ pub struct RestartedJson {
 }
 
 /// The cursor in [`DaemonJson`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CursorJson {
     pub row: u16,
     pub col: u16,
 }
 
 /// The program's end in [`DaemonJson`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ExitJson {
     pub code: Option<i32>,
     pub signal: Option<i32>,
 }
 
 /// What the daemon reported with STATUS (`status --json`'s `daemon`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonJson {
     pub id: String,
@@ -166,6 +168,7 @@ pub struct DaemonJson {
     pub exit: Option<ExitJson>,
     pub draining: bool,
     pub legacy_policy: &'static str,
+    #[schemars(with = "Option<String>")]
     pub owner: Option<Owner>,
 }
 
@@ -197,7 +200,7 @@ impl From<&StatusReply> for DaemonJson {
 }
 
 /// `status --json`: the session object, plus the daemon's report when it answered.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusJson {
     #[serde(flatten)]
@@ -225,7 +228,7 @@ pub struct StatusJson {
 }
 
 /// `shell` of `status --json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShellJson {
     pub state: &'static str,
@@ -246,14 +249,14 @@ impl From<&latch_wire::ShellFacts> for ShellJson {
 }
 
 /// `foreground` of `status --json`: the process group reading the terminal.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ForegroundJson {
     pub pid: u32,
     pub name: Option<String>,
 }
 
 /// `peek --since --json`: the output after a cursor (SPEC §10).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputJson {
     pub id: String,
@@ -264,7 +267,7 @@ pub struct OutputJson {
 }
 
 /// `wait --json` (SPEC §10).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitedJson {
     pub id: String,
@@ -278,35 +281,37 @@ pub struct WaitedJson {
 }
 
 /// `outputRange`: a range of output cursors, `end` excluded.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RangeJson {
     pub start: u64,
     pub end: u64,
 }
 
 /// `kill --json` and `rm --json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ActionJson {
     pub id: String,
     pub incarnation: String,
+    #[schemars(with = "Option<String>")]
     pub owner: Option<Owner>,
     pub outcome: &'static str,
 }
 
 /// `tag`, `rename` and `meta patch`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PatchedJson {
     pub changed: Vec<String>,
     pub metadata: SessionJson,
 }
 
 /// `receipt verify --json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct VerdictJson {
     pub verdict: &'static str,
     pub detail: String,
     pub id: Option<String>,
     pub incarnation: Option<String>,
+    #[schemars(with = "Option<String>")]
     pub owner: Option<Owner>,
 }
 

@@ -41,7 +41,7 @@ pub struct CastsJson {
 }
 
 /// One recording in JSON (SPEC §10).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CastJson {
     pub file: String,

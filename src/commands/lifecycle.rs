@@ -30,19 +30,9 @@ pub(crate) fn print_kill(
     outcome: KillOutcome,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let name = match outcome {
-        KillOutcome::Signaled => "signaled",
-        KillOutcome::Killed => "killed",
-        KillOutcome::AlreadyExited => "already-exited",
-        KillOutcome::TimedOut => "timed-out",
-    };
+    let name = kill_outcome(outcome);
     if json {
-        shapes::print(&ActionJson {
-            id: session.id.to_string(),
-            incarnation: session.incarnation.to_string(),
-            owner,
-            outcome: name,
-        })?;
+        shapes::print(&action_json(session, owner, name))?;
     } else {
         println!("{}: {name}", session.id);
     }
@@ -53,6 +43,39 @@ pub(crate) fn print_kill(
     })
 }
 
+/// A kill's outcome, as SPEC §10 names it.
+pub(crate) fn kill_outcome(outcome: KillOutcome) -> &'static str {
+    match outcome {
+        KillOutcome::Signaled => "signaled",
+        KillOutcome::Killed => "killed",
+        KillOutcome::AlreadyExited => "already-exited",
+        KillOutcome::TimedOut => "timed-out",
+    }
+}
+
+/// The action shape of SPEC §10.
+pub(crate) fn action_json(
+    session: &latch_wire::SessionRef,
+    owner: Option<latch_wire::Owner>,
+    outcome: &'static str,
+) -> ActionJson {
+    ActionJson {
+        id: session.id.to_string(),
+        incarnation: session.incarnation.to_string(),
+        owner,
+        outcome,
+    }
+}
+
+/// `rm`'s mode.
+pub(crate) fn remove_mode(force: bool) -> RemoveMode {
+    if force {
+        RemoveMode::Force
+    } else {
+        RemoveMode::ExitedOnly
+    }
+}
+
 pub(crate) fn rm(
     root: Option<&PathBuf>,
     target: &TargetArgs,
@@ -60,21 +83,13 @@ pub(crate) fn rm(
     json: bool,
 ) -> Result<i32, ClientError> {
     let (client, target) = open_target(root, target)?;
-    client.remove(
-        &target.session,
-        if force {
-            RemoveMode::Force
-        } else {
-            RemoveMode::ExitedOnly
-        },
-    )?;
+    client.remove(&target.session, remove_mode(force))?;
     if json {
-        shapes::print(&ActionJson {
-            id: target.session.id.to_string(),
-            incarnation: target.session.incarnation.to_string(),
-            owner: target.record.owner.clone(),
-            outcome: "removed",
-        })?;
+        shapes::print(&action_json(
+            &target.session,
+            target.record.owner.clone(),
+            "removed",
+        ))?;
     } else {
         println!("{}: removed", target.session.id);
     }

@@ -23,23 +23,7 @@ pub(crate) fn ls(
     let owner = parse_owner(owner)?;
     let want_tags = parse_kv(tags, "--tag")?;
     let client = open(root)?;
-    // `ls --json`'s cheap subset (SPEC §10): one pass over /proc, beside the listing.
-    let listed = match &owner {
-        Some(o) => client.list_owned(o)?,
-        None => client.list()?,
-    };
-    let entries: Vec<Entry> = listed
-        .into_iter()
-        .filter(|e| match e {
-            Entry::Session { record, status: st } => {
-                status.is_none_or(|s| s == latch_client::shown_status(record, st).0)
-                    && want_tags.iter().all(|(k, v)| record.tags.get(k) == Some(v))
-            }
-            // A degraded record cannot prove it lacks a tag: it is shown unless the
-            // caller asked for another status.
-            Entry::Degraded { .. } => status.is_none_or(|s| s == "degraded"),
-        })
-        .collect();
+    let entries = list_entries(&client, &want_tags, status, owner.as_ref())?;
     if json {
         let arr: Vec<EntryJson> = entries.iter().map(ls_entry).collect();
         shapes::print(&arr)?;
@@ -59,7 +43,7 @@ pub(crate) fn ls(
 
 /// One `ls --json` element; a running session adds what `/proc` and its PTY's
 /// inode tell, and nothing a daemon would have to be asked (SPEC §10).
-fn ls_entry(e: &Entry) -> EntryJson {
+pub(crate) fn ls_entry(e: &Entry) -> EntryJson {
     let mut j = EntryJson::from(e);
     if let (EntryJson::Session(s), Entry::Session { record, status }) = (&mut j, e) {
         if matches!(status, latch_client::SessionStatus::Running) {
@@ -77,6 +61,32 @@ fn tty_mtime_ms(path: &str) -> Option<u64> {
     let m = std::fs::metadata(path).ok()?.modified().ok()?;
     let d = m.duration_since(std::time::UNIX_EPOCH).ok()?;
     u64::try_from(d.as_millis()).ok()
+}
+
+/// `ls`'s entries: those with every tag of `want_tags`, in `status`, proven
+/// `owner`'s (degraded records stay unless another status is asked).
+pub(crate) fn list_entries(
+    client: &Client,
+    want_tags: &[(String, String)],
+    status: Option<&str>,
+    owner: Option<&Owner>,
+) -> Result<Vec<Entry>, ClientError> {
+    let listed = match owner {
+        Some(o) => client.list_owned(o)?,
+        None => client.list()?,
+    };
+    Ok(listed
+        .into_iter()
+        .filter(|e| match e {
+            Entry::Session { record, status: st } => {
+                status.is_none_or(|s| s == latch_client::shown_status(record, st).0)
+                    && want_tags.iter().all(|(k, v)| record.tags.get(k) == Some(v))
+            }
+            // A degraded record cannot prove it lacks a tag: it is shown unless the
+            // caller asked for another status.
+            Entry::Degraded { .. } => status.is_none_or(|s| s == "degraded"),
+        })
+        .collect())
 }
 
 /// `latch` alone: the running sessions, and how to create and attach. It acts on
@@ -125,6 +135,29 @@ pub(crate) fn status(
     json: bool,
 ) -> Result<i32, ClientError> {
     let (client, target) = open_target(root, target)?;
+    let (derived, reply, output, casts) = status_parts(&client, &target)?;
+    print_status(
+        &target.record,
+        &derived,
+        (reply.as_ref(), output.as_ref(), casts),
+        json,
+    )
+}
+
+/// What `status` reports: the derived status and, for a session not ended, the
+/// daemon's STATUS, output facts and recordings.
+pub(crate) fn status_parts(
+    client: &Client,
+    target: &Target,
+) -> Result<
+    (
+        SessionStatus,
+        Option<latch_wire::StatusReply>,
+        Option<latch_wire::OutputFacts>,
+        Option<Vec<crate::commands::cast::CastJson>>,
+    ),
+    ClientError,
+> {
     let derived = latch_client::derive_status(&target.record);
     // An ended session (exited, or its daemon vanished) is reported from its
     // record, with how to remove it; only a running one is asked (STATUS is a
@@ -146,12 +179,7 @@ pub(crate) fn status(
             .and_then(|mut b| crate::commands::cast::casts_of(&mut b)),
         None => None,
     };
-    print_status(
-        &target.record,
-        &derived,
-        (reply.as_ref(), output.as_ref(), casts),
-        json,
-    )
+    Ok((derived, reply, output, casts))
 }
 
 /// Prints `status` from a record, its derived status and (when asked) the daemon's
@@ -166,26 +194,17 @@ pub(crate) fn print_status(
     ),
     json: bool,
 ) -> Result<i32, ClientError> {
-    let hint = daemon.is_none().then(|| format!("latch rm {}", r.id));
-    // The terminal's foreground process group (SPEC §10), from /proc, while the
-    // daemon answers for the program.
-    let foreground = daemon
-        .filter(|s| s.exit.is_none())
-        .and_then(|s| latch_registry::proc::foreground(s.child_pid))
-        .map(|(pid, name)| ForegroundJson { pid, name });
+    let shape = status_json(r, derived, (daemon, output, casts));
     if json {
-        shapes::print(&StatusJson {
-            session: SessionJson::new(r, derived),
-            daemon: daemon.map(DaemonJson::from),
-            hint,
-            output_cursor: output.map(|o| o.output_cursor),
-            last_output_at: output.map(|o| o.last_output_ms),
-            shell: output.map(|o| ShellJson::from(&o.shell)),
-            foreground,
-            casts,
-        })?;
+        shapes::print(&shape)?;
         return Ok(exit::OK);
     }
+    let StatusJson {
+        hint,
+        foreground,
+        casts,
+        ..
+    } = shape;
     let status = match daemon.and_then(|s| s.exit) {
         // The daemon saw the program end and is finishing.
         Some(e) => SessionStatus::Exited {
@@ -277,6 +296,34 @@ pub(crate) fn print_status(
     Ok(exit::OK)
 }
 
+/// `status --json`'s shape.
+pub(crate) fn status_json(
+    r: &latch_registry::Record,
+    derived: &SessionStatus,
+    (daemon, output, casts): (
+        Option<&latch_wire::StatusReply>,
+        Option<&latch_wire::OutputFacts>,
+        Option<Vec<crate::commands::cast::CastJson>>,
+    ),
+) -> StatusJson {
+    // The terminal's foreground process group (SPEC §10), from /proc, while the
+    // daemon answers for the program.
+    let foreground = daemon
+        .filter(|s| s.exit.is_none())
+        .and_then(|s| latch_registry::proc::foreground(s.child_pid))
+        .map(|(pid, name)| ForegroundJson { pid, name });
+    StatusJson {
+        session: SessionJson::new(r, derived),
+        daemon: daemon.map(DaemonJson::from),
+        hint: daemon.is_none().then(|| format!("latch rm {}", r.id)),
+        output_cursor: output.map(|o| o.output_cursor),
+        last_output_at: output.map(|o| o.last_output_ms),
+        shell: output.map(|o| ShellJson::from(&o.shell)),
+        foreground,
+        casts,
+    }
+}
+
 pub(crate) fn tag(
     root: Option<&PathBuf>,
     target: &TargetArgs,
@@ -284,12 +331,27 @@ pub(crate) fn tag(
     json: bool,
 ) -> Result<i32, ClientError> {
     let (client, target) = open_target(root, target)?;
+    let patch = tag_patch(parse_kv(tags, "tag")?)?;
+    patched(&client, &target, &patch, json)
+}
+
+/// `tag`'s patch: `k=v` sets, `k=` deletes.
+pub(crate) fn tag_patch(tags: Vec<(String, String)>) -> Result<MetaPatch, ClientError> {
     let mut patch = MetaPatch::default();
-    for (k, v) in parse_kv(tags, "tag")? {
+    for (k, v) in tags {
         latch_client::validate_tag(&k, Some(&v))?;
         patch.tags.insert(k, (!v.is_empty()).then_some(v));
     }
-    patched(&client, &target, &patch, json)
+    Ok(patch)
+}
+
+/// `rename`'s patch.
+pub(crate) fn rename_patch(name: String) -> Result<MetaPatch, ClientError> {
+    latch_client::validate_display_name(&name).map_err(|e| usage(e.to_string()))?;
+    Ok(MetaPatch {
+        display_name: Some(Some(name)),
+        ..MetaPatch::default()
+    })
 }
 
 pub(crate) fn rename(
@@ -298,12 +360,8 @@ pub(crate) fn rename(
     name: String,
     json: bool,
 ) -> Result<i32, ClientError> {
-    latch_client::validate_display_name(&name).map_err(|e| usage(e.to_string()))?;
+    let patch = rename_patch(name)?;
     let (client, target) = open_target(root, target)?;
-    let patch = MetaPatch {
-        display_name: Some(Some(name)),
-        ..MetaPatch::default()
-    };
     patched(&client, &target, &patch, json)
 }
 
@@ -331,11 +389,16 @@ fn patched(
 }
 
 fn print_patched(done: &latch_client::Patched) -> Result<(), ClientError> {
+    shapes::print(&patched_json(done))
+}
+
+/// The patched shape of SPEC §10.
+pub(crate) fn patched_json(done: &latch_client::Patched) -> PatchedJson {
     let status = latch_client::derive_status(&done.record);
-    shapes::print(&PatchedJson {
+    PatchedJson {
         changed: done.changed.clone(),
         metadata: SessionJson::new(&done.record, &status),
-    })
+    }
 }
 
 /// The most `meta patch` reads from stdin (SPEC.md §10): a patch is one small JSON
@@ -394,17 +457,26 @@ pub(crate) fn receipt(
         Some(None) => return Err(usage("a bridge reads no receipt file")),
     };
     if json {
-        shapes::print(&VerdictJson {
-            verdict: verdict.name(),
-            detail,
-            id: receipt.as_ref().map(|r| r.id.to_string()),
-            incarnation: receipt.as_ref().map(|r| r.incarnation.to_string()),
-            owner: receipt.as_ref().and_then(|r| r.owner.clone()),
-        })?;
+        shapes::print(&verdict_json(verdict, receipt.as_ref(), detail))?;
     } else {
         println!("{}: {}", verdict.name(), output::escape(&detail));
     }
     Ok(verdict.exit_code())
+}
+
+/// `receipt verify --json`'s shape.
+pub(crate) fn verdict_json(
+    verdict: latch_client::Verdict,
+    receipt: Option<&latch_client::Receipt>,
+    detail: String,
+) -> VerdictJson {
+    VerdictJson {
+        verdict: verdict.name(),
+        detail,
+        id: receipt.map(|r| r.id.to_string()),
+        incarnation: receipt.map(|r| r.incarnation.to_string()),
+        owner: receipt.and_then(|r| r.owner.clone()),
+    }
 }
 
 /// `latch legacy-dir DIR` (SPEC.md §7).

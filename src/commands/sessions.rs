@@ -169,6 +169,36 @@ fn shell_integration(client: &Client, off: bool) -> Result<Integration, ClientEr
     })
 }
 
+/// The creation `new`'s arguments ask for, at `size` (rows, columns).
+pub(crate) fn new_session(
+    client: &Client,
+    args: &NewArgs,
+    id: Option<SessionId>,
+    owner: Option<latch_wire::Owner>,
+    size: (u16, u16),
+) -> Result<NewSession, ClientError> {
+    let mut new = NewSession::default();
+    new.id = id;
+    new.name = args.name.clone();
+    new.command.clone_from(&args.command);
+    new.cwd.clone_from(&args.cwd);
+    new.env = parse_kv(&args.env, "--env")?;
+    new.tags = parse_kv(&args.tags, "--tag")?
+        .into_iter()
+        .collect::<BTreeMap<_, _>>();
+    (new.rows, new.cols) = size;
+    new.legacy_policy = match args.legacy {
+        Some(p) => LegacyPolicy::from(p),
+        None => client.registry().default_legacy_policy()?,
+    };
+    new.owner = owner;
+    new.resume_command = super::resurrect::resume_argv(args.resume_cmd.as_deref())?;
+    new.shell_integration = shell_integration(client, args.no_shell_integration)?;
+    super::supervise::apply(&args.supervise, client, &mut new)?;
+    new.cast = crate::commands::cast::new_spec(args.cast.as_deref(), false)?;
+    Ok(new)
+}
+
 pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i32, ClientError> {
     let owner = parse_owner(args.owner.as_deref())?;
     // With -A, an existing session is joined only if it is provably OWNER's.
@@ -178,10 +208,6 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
         .as_deref()
         .map(|s| SessionId::new(s).map_err(|e| usage(format!("--id {s:?}: {e}"))))
         .transpose()?;
-    let legacy_policy = match args.legacy {
-        Some(p) => LegacyPolicy::from(p),
-        None => client.registry().default_legacy_policy()?,
-    };
     let key = if args.detached {
         None
     } else {
@@ -189,23 +215,7 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
     };
     let receipt = args.receipt.as_deref().map(prepare_receipt).transpose()?;
     let (rows, cols) = terminal_size();
-    let mut new = NewSession::default();
-    new.id = id.clone();
-    new.name = args.name.clone();
-    new.command.clone_from(&args.command);
-    new.cwd.clone_from(&args.cwd);
-    new.env = parse_kv(&args.env, "--env")?;
-    new.tags = parse_kv(&args.tags, "--tag")?
-        .into_iter()
-        .collect::<BTreeMap<_, _>>();
-    new.rows = rows;
-    new.cols = cols;
-    new.legacy_policy = legacy_policy;
-    new.owner = owner;
-    new.resume_command = super::resurrect::resume_argv(args.resume_cmd.as_deref())?;
-    new.shell_integration = shell_integration(&client, args.no_shell_integration)?;
-    super::supervise::apply(&args.supervise, &client, &mut new)?;
-    new.cast = crate::commands::cast::new_spec(args.cast.as_deref(), false)?;
+    let new = new_session(&client, &args, id.clone(), owner, (rows, cols))?;
     // -A: join the running session, else create it. Two racing calls both find
     // none; the daemon's creation under the session lock lets exactly one win
     // (SPEC.md §9.6) and the other joins the winner.
@@ -499,12 +509,7 @@ fn peek_exited(
     e: ClientError,
 ) -> Result<i32, ClientError> {
     let screen = final_screen(client, target, e)?;
-    let text = match (plain, full) {
-        (true, false) => &screen.plain,
-        (false, false) => &screen.ansi,
-        (true, true) => &screen.full_plain,
-        (false, true) => &screen.full_ansi,
-    };
+    let text = final_text(&screen, plain, full);
     let id = &target.session.id;
     let (code, signal) = (screen.exit.code, screen.exit.signal);
     if let Some(want) = wait {
@@ -524,8 +529,18 @@ fn peek_exited(
     Ok(exit::OK)
 }
 
+/// The kept final screen as `peek --plain/--ansi [--full]` shows it.
+pub(crate) fn final_text(screen: &latch_registry::FinalScreen, plain: bool, full: bool) -> &String {
+    match (plain, full) {
+        (true, false) => &screen.plain,
+        (false, false) => &screen.ansi,
+        (true, true) => &screen.full_plain,
+        (false, true) => &screen.full_ansi,
+    }
+}
+
 /// The kept final screen when `e` is because the program exited; else `e`.
-fn final_screen(
+pub(crate) fn final_screen(
     client: &Client,
     target: &Target,
     e: ClientError,

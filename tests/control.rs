@@ -1,0 +1,95 @@
+//! `latch control` driven from Python's standard library, from SPEC §13 alone
+//! (tests/py/control_test.py): out-of-order answers and cancel, stale references,
+//! 100 malformed lines, 20 MB through a subscriber that reads nothing meanwhile,
+//! and a reconnect that resumes from a cursor.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use support::{latch_bin, Reg};
+
+/// The test interpreter: LATCH_TEST_PYTHON (scripts/test.sh sets it), else the
+/// venv scripts/test-env.sh makes. Missing is a failure naming the script.
+pub fn python() -> PathBuf {
+    let p = std::env::var_os("LATCH_TEST_PYTHON").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-venv/bin/python"),
+        PathBuf::from,
+    );
+    assert!(
+        p.exists(),
+        "no test Python at {}: run `bash scripts/test-env.sh` first (scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+fn scenario(name: &str) {
+    let reg = Reg::new();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/control_test.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(name)
+        .arg(latch_bin())
+        .arg(&reg.root)
+        .env_remove("LATCH_ROOT")
+        .env_remove("LATCH_HOST")
+        .env("SHELL", "/bin/sh")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    eprintln!("{stdout}{stderr}");
+    assert!(
+        out.status.success() && stdout.contains(&format!("ok {name}")),
+        "scenario {name} failed"
+    );
+}
+
+#[test]
+fn answers_come_out_of_order_and_a_stale_reference_is_refused() {
+    scenario("out_of_order");
+}
+
+#[test]
+fn a_hundred_malformed_lines_each_get_an_error_and_the_connection_goes_on() {
+    scenario("malformed");
+}
+
+#[test]
+fn twenty_megabytes_reach_an_unread_subscriber_as_exact_lagged_notices() {
+    scenario("flood");
+}
+
+#[test]
+fn a_reconnect_resumes_from_its_cursor_with_nothing_lost_or_doubled() {
+    scenario("resume");
+}
+
+#[test]
+fn control_refuses_host() {
+    let reg = Reg::new();
+    let r = reg.run(&["--host", "elsewhere", "control"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.is_empty(), "{r:?}");
+}
+
+#[test]
+fn the_schema_names_every_method() {
+    let reg = Reg::new();
+    let v = reg.run(&["control", "--schema"]).json();
+    for m in [
+        "initialize",
+        "peek",
+        "subscribe",
+        "wait",
+        "kill",
+        "verifyReceipt",
+    ] {
+        assert!(v["methods"][m]["params"].is_object(), "{m}");
+    }
+    assert!(v["notifications"]["lagged"]["params"].is_object());
+}

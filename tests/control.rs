@@ -69,6 +69,13 @@ fn a_reconnect_resumes_from_its_cursor_with_nothing_lost_or_doubled() {
     scenario("resume");
 }
 
+/// `run` through control is `latch run --json`'s run (SPEC §13.4): the command's
+/// output and exit code, named by its creation; a stale reference types nothing.
+#[test]
+fn run_answers_with_the_commands_output_and_exit_code() {
+    scenario("run");
+}
+
 #[test]
 fn control_refuses_host() {
     let reg = Reg::new();

@@ -146,18 +146,15 @@ pub(crate) fn status(
 
 /// What `status` reports: the derived status and, for a session not ended, the
 /// daemon's STATUS, output facts and recordings.
-pub(crate) fn status_parts(
-    client: &Client,
-    target: &Target,
-) -> Result<
-    (
-        SessionStatus,
-        Option<latch_wire::StatusReply>,
-        Option<latch_wire::OutputFacts>,
-        Option<Vec<crate::commands::cast::CastJson>>,
-    ),
-    ClientError,
-> {
+pub(crate) type StatusParts = (
+    SessionStatus,
+    Option<latch_wire::StatusReply>,
+    Option<latch_wire::OutputFacts>,
+    Option<Vec<crate::commands::cast::CastJson>>,
+);
+
+/// [`StatusParts`] of one resolved session.
+pub(crate) fn status_parts(client: &Client, target: &Target) -> Result<StatusParts, ClientError> {
     let derived = latch_client::derive_status(&target.record);
     // An ended session (exited, or its daemon vanished) is reported from its
     // record, with how to remove it; only a running one is asked (STATUS is a

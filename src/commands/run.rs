@@ -49,7 +49,7 @@ pub struct CommandsArgs {
 }
 
 /// `run --json` (SPEC §10).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunJson {
     pub id: String,
@@ -152,7 +152,7 @@ fn run_local(
     Ok((target.session, res, collected))
 }
 
-fn options(args: &RunArgs) -> RunOptions {
+pub(crate) fn options(args: &RunArgs) -> RunOptions {
     RunOptions {
         timeout: args
             .timeout
@@ -225,7 +225,7 @@ pub(crate) fn finish(
     command: &str,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let (session, res, mut collected) = match result {
+    let (session, res, collected) = match result {
         Ok(r) => r,
         Err(e) if json => return Err(e),
         Err(e) => {
@@ -244,21 +244,7 @@ pub(crate) fn finish(
         return Ok(130);
     }
     if json {
-        shapes::print(&RunJson {
-            id: session.id.to_string(),
-            incarnation: session.incarnation.to_string(),
-            command: command.to_owned(),
-            exit_code: res.exit_code,
-            output: collected.text(),
-            output_range: RangeJson {
-                start: res.output_range.0,
-                end: res.output_range.1,
-            },
-            dropped_bytes: res.dropped_bytes + collected.dropped,
-            started_at: res.started_at_ms,
-            ended_at: res.ended_at_ms,
-            cwd: res.cwd,
-        })?;
+        shapes::print(&run_json(&session, res, collected, command))?;
         return Ok(exit::OK);
     }
     if res.dropped_bytes > 0 {
@@ -270,6 +256,31 @@ pub(crate) fn finish(
             eprintln!("latch: unknown: the shell did not report the command's exit code");
             Ok(255)
         }
+    }
+}
+
+/// The `run` shape (SPEC §10) of a run that ended, for `run --json` and control's
+/// `run` alike.
+pub(crate) fn run_json(
+    session: &latch_wire::SessionRef,
+    res: RunResult,
+    mut collected: Collected,
+    command: &str,
+) -> RunJson {
+    RunJson {
+        id: session.id.to_string(),
+        incarnation: session.incarnation.to_string(),
+        command: command.to_owned(),
+        exit_code: res.exit_code,
+        output: collected.text(),
+        output_range: RangeJson {
+            start: res.output_range.0,
+            end: res.output_range.1,
+        },
+        dropped_bytes: res.dropped_bytes + collected.dropped,
+        started_at: res.started_at_ms,
+        ended_at: res.ended_at_ms,
+        cwd: res.cwd,
     }
 }
 

@@ -12,6 +12,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use base64::Engine as _;
+
 use super::params::*;
 use super::rpc::{self, RpcError};
 use super::schema::*;
@@ -107,9 +109,7 @@ pub(crate) fn call(server: &Arc<Server>, method: &str, params: Value, id: &Value
         "gc" => gc(server, parse(params)),
         "verifyReceipt" => verify(server, parse(params)),
         "subscribe" => return super::subscribe::start(server, params, id),
-        // `run` (a command and its output, in one call) lands with the turns
-        // work; it will be one more arm here calling the same code as `latch run`.
-        "run" => Err(RpcError::new(rpc::METHOD_NOT_FOUND, "run is not in this build yet").into()),
+        "run" => with(server, params, run),
         other => Err(RpcError::new(rpc::METHOD_NOT_FOUND, format!("no method {other:?}")).into()),
     })
 }
@@ -127,6 +127,7 @@ has_target!(
     PeekParams,
     SendParams,
     WaitParams,
+    RunParams,
     ResizeParams,
     TagParams,
     PatchParams,
@@ -283,12 +284,44 @@ fn create(server: &Server, p: Result<CreateParams, Failure>) -> Reply {
 const SINCE_DEFAULT: u32 = 1 << 20;
 
 fn peek(client: &ClientRef<'_>, t: &Target, p: PeekParams) -> Reply {
+    use crate::pictures::Format;
+    let picture = match p.format.as_deref() {
+        Some("svg") => Some(("svg", Format::Svg)),
+        Some("html") => Some(("html", Format::Html)),
+        Some("png") => Some(("png", Format::Png)),
+        _ => None,
+    };
     let plain = match p.format.as_deref() {
         None | Some("plain") => true,
         Some("ansi") => false,
-        Some(f) => return Err(RpcError::params(format!("format {f:?}: plain or ansi")).into()),
+        Some(_) if picture.is_some() => false,
+        Some(f) => {
+            return Err(
+                RpcError::params(format!("format {f:?}: plain, ansi, svg, html or png")).into(),
+            )
+        }
     };
     let s = &t.session;
+    if let Some((name, format)) = picture {
+        if p.since.is_some() {
+            return Err(usage("since gives plain text of the output: not a picture"));
+        }
+        // The picture `peek --format` draws (SPEC §4.4); a PNG as base64.
+        let bytes = crate::pictures::picture_of(client, t, p.full, format).at(s)?;
+        let screen = match format {
+            Format::Png => base64::engine::general_purpose::STANDARD.encode(&bytes),
+            _ => String::from_utf8_lossy(&bytes).into_owned(),
+        };
+        return to_value(&PeekResult::Screen(ScreenJson {
+            id: s.id.to_string(),
+            incarnation: s.incarnation.to_string(),
+            format: name,
+            full: p.full,
+            screen,
+            exit_code: None,
+            exit_signal: None,
+        }));
+    }
     if let Some(since) = p.since {
         if !plain || p.full {
             return Err(usage(
@@ -392,6 +425,22 @@ fn wait(client: &ClientRef<'_>, t: &Target, p: WaitParams) -> Reply {
     let s = &t.session;
     let waited = client.wait(s, &condition, p.after, timeout).at(s)?;
     to_value(&waited_json(s, &condition, waited))
+}
+
+/// `run`: the same run as `latch run --json` (SPEC §4.7), and its shape.
+fn run(client: &ClientRef<'_>, t: &Target, p: RunParams) -> Reply {
+    let opts = latch_client::RunOptions {
+        timeout: duration(p.timeout.as_ref(), Duration::from_secs(600))?,
+        marker: p.marker,
+    };
+    let s = &t.session;
+    let mut collected = crate::commands::run::Collected::new(true);
+    let res = client
+        .run(s, &p.command, &opts, None, &mut |b| collected.push(b))
+        .at(s)?;
+    to_value(&crate::commands::run::run_json(
+        s, res, collected, &p.command,
+    ))
 }
 
 /// `wait --json`'s shape.

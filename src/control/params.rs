@@ -109,7 +109,8 @@ pub struct CreateParams {
 pub struct PeekParams {
     #[serde(flatten)]
     pub target: TargetParams,
-    /// `plain` (default) or `ansi` (SGR only, one line per row).
+    /// `plain` (default), `ansi` (SGR only, one line per row), or a picture of
+    /// the screen: `svg`, `html`, or `png` (base64 in `screen`).
     pub format: Option<String>,
     /// The whole scrollback, not just the visible screen.
     #[serde(default)]
@@ -276,6 +277,23 @@ pub struct WaitParams {
     pub after: Option<u64>,
     /// How long to wait at most (default 10 s).
     pub timeout: Option<DurParam>,
+}
+
+/// `run`: a command typed at the shell's prompt, its output and exit code
+/// (SPEC §4.7).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunParams {
+    #[serde(flatten)]
+    pub target: TargetParams,
+    /// The command line, as typed.
+    pub command: String,
+    /// How long the whole run may take (default 600 s); at the deadline the
+    /// command is left running and the answer is error 10.
+    pub timeout: Option<DurParam>,
+    /// Type the marker line instead of relying on shell integration (dash).
+    #[serde(default)]
+    pub marker: bool,
 }
 
 /// `subscribe` (SPEC §13.5).

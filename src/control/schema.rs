@@ -208,6 +208,7 @@ methods! {
     "peek" => PeekParams, PeekResult;
     "send" => SendParams, SentJson;
     "wait" => WaitParams, WaitedJson;
+    "run" => RunParams, crate::commands::run::RunJson;
     "resize" => ResizeParams, ResizedJson;
     "tag" => TagParams, PatchedJson;
     "patch" => PatchParams, PatchedJson;

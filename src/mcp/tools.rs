@@ -1,4 +1,4 @@
-//! The MCP tools (SPEC §14): create, list, status, peek, send, wait, kill, remove.
+//! The MCP tools (SPEC §14): create, list, status, peek, send, run, wait, kill, remove.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,6 +61,9 @@ pub struct PeekArgs {
     /// Instead of the screen: the output written after this output cursor (from
     /// status, wait or an earlier peek), as plain text.
     pub since: Option<u64>,
+    /// Also return the screen as a PNG image (colours, attributes, the cursor).
+    #[serde(default)]
+    pub image: bool,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -96,6 +99,21 @@ pub struct WaitArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RunArgs {
+    /// The session as "ID@INCARNATION": a shell (bash, zsh or fish with latch's
+    /// integration; or any POSIX shell with `marker`).
+    pub session: String,
+    /// The command line to run, as you would type it.
+    pub command: String,
+    /// Give up waiting after this many seconds (default 600); the command is
+    /// left running.
+    pub timeout: Option<f64>,
+    /// For a shell without integration (dash, sh): type a marker line instead.
+    #[serde(default)]
+    pub marker: bool,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct KillArgs {
     /// The session as "ID@INCARNATION".
     pub session: String,
@@ -124,7 +142,7 @@ impl Latch {
     pub fn new(server: Arc<Server>, owner: Option<String>, read_only: bool) -> Self {
         let mut tool_router = Self::tool_router();
         if read_only {
-            for acting in ["create", "send", "kill", "remove"] {
+            for acting in ["create", "send", "run", "kill", "remove"] {
                 tool_router.remove_route(acting);
             }
         }
@@ -280,6 +298,16 @@ impl Latch {
         if let Some(since) = a.since {
             params = json!({"session": a.session, "since": since, "maxBytes": SINCE_BYTES});
         }
+        if a.image && a.since.is_none() {
+            let params = json!({"session": a.session, "full": a.full, "format": "png"});
+            return Ok(match self.call("peek", params).await {
+                Ok(v) => CallToolResult::success(vec![
+                    ContentBlock::text(identity(&v)),
+                    ContentBlock::image(v["screen"].as_str().unwrap_or(""), "image/png"),
+                ]),
+                Err(e) => refused(&e),
+            });
+        }
         Ok(match self.call("peek", params).await {
             Ok(v) if a.since.is_some() => {
                 let end = v["outputRange"]["end"].as_u64().unwrap_or(0);
@@ -324,6 +352,15 @@ impl Latch {
     }
 
     #[tool(
+        description = "Run one command in a session's shell and get exactly its output (no prompt, no echo) and its exit code: it waits for the prompt, types the command, and waits for it to end. Prefer it to send + wait + peek for shell commands."
+    )]
+    async fn run(&self, Parameters(a): Parameters<RunArgs>) -> Result<CallToolResult, ErrorData> {
+        let params = strip_nulls(json!({"session": a.session, "command": a.command,
+            "timeout": a.timeout, "marker": a.marker}));
+        Ok(self.answer("run", params).await)
+    }
+
+    #[tool(
         description = "End a session's program (default: hang up its terminal). Pass the exact ID@INCARNATION: a replaced session is refused and nothing is signalled."
     )]
     async fn kill(&self, Parameters(a): Parameters<KillArgs>) -> Result<CallToolResult, ErrorData> {
@@ -351,7 +388,9 @@ impl Latch {
 /// what the agent gave.
 fn strip_nulls(mut v: Value) -> Value {
     if let Value::Object(m) = &mut v {
-        m.retain(|k, x| !x.is_null() && !((k == "prompt" || k == "exit") && *x == json!(false)));
+        m.retain(|k, x| {
+            !x.is_null() && !((k == "prompt" || k == "exit" || k == "marker") && *x == json!(false))
+        });
     }
     v
 }

@@ -151,11 +151,7 @@ impl Sink {
 
     /// Draws `capture` and writes it.
     fn draw(&self, capture: &Capture, full: bool) -> Result<(), ClientError> {
-        let bytes = match self.format {
-            Format::Svg => svg::render(capture, self.theme).into_bytes(),
-            Format::Html => html::render(capture, self.theme).into_bytes(),
-            Format::Png => png::render(capture, self.theme, full)?,
-        };
+        let bytes = render(self.format, self.theme, capture, full)?;
         match &self.out {
             Some(path) => write_file(path, &bytes)?,
             // A failed stdout is `output`'s (SPEC §10).
@@ -165,6 +161,50 @@ impl Sink {
         }
         Ok(())
     }
+}
+
+/// The picture of `capture` in `format`: every caller's one drawing path.
+fn render(
+    format: Format,
+    theme: Theme,
+    capture: &Capture,
+    full: bool,
+) -> Result<Vec<u8>, ClientError> {
+    Ok(match format {
+        Format::Svg => svg::render(capture, theme).into_bytes(),
+        Format::Html => html::render(capture, theme).into_bytes(),
+        Format::Png => png::render(capture, theme, full)?,
+    })
+}
+
+/// The picture of a session's screen, as `peek --format` draws it, for control's
+/// and MCP's `peek` (SPEC §13.4): the daemon's CAPTURE, or an ended session's
+/// final screen; the default theme.
+pub(crate) fn picture_of(
+    client: &Client,
+    target: &Target,
+    full: bool,
+    format: Format,
+) -> Result<Vec<u8>, ClientError> {
+    let capture = match client.connect(&target.session) {
+        Ok(mut bound) => {
+            let bytes = bound.capture(full)?;
+            Capture::decode(&bytes).map_err(PictureError::Capture)?
+        }
+        Err(e) => {
+            if !matches!(e, ClientError::Unreachable { .. }) {
+                return Err(e);
+            }
+            let screen = client.final_screen(&target.session)?.ok_or(e)?;
+            let text = if full {
+                &screen.full_ansi
+            } else {
+                &screen.ansi
+            };
+            from_lines(screen.rows, screen.cols, text, full)
+        }
+    };
+    render(format, Theme::default(), &capture, full)
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PictureError> {

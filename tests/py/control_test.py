@@ -274,10 +274,33 @@ def resume(latch, root):
     d.close()
 
 
+def run(latch, root):
+    """`run` types a command at bash's prompt and answers with exactly its output
+    and exit code, naming the creation; a stale reference types nothing."""
+    c = Control(latch, root)
+    c.initialize()
+    s = ref(c.call("create", {"id": "rn", "command": ["bash"]}))
+    r = c.call("run", {"session": s, "command": "sh -c 'echo ran-$((6*7)); exit 7'",
+                       "timeout": 60})
+    assert r["exitCode"] == 7, r
+    assert r["output"] == "ran-42\n", r
+    assert r["id"] == "rn" and r["incarnation"] == s.split("@")[1], r
+    assert r["outputRange"]["end"] >= r["outputRange"]["start"], r
+    c.call("kill", {"session": s, "wait": True})
+    c.call("remove", {"session": s})
+    s2 = ref(c.call("create", {"id": "rn", "command": ["bash"]}))
+    stale = c.answer(c.request("run", {"session": s, "command": "echo NOPE", "timeout": 30}))
+    assert stale["error"]["code"] == 4, stale
+    fresh = c.call("run", {"session": s2, "command": "history | grep -c NOPE", "timeout": 60})
+    assert fresh["output"] == "0\n", fresh
+    c.call("kill", {"session": s2})
+    c.close()
+
+
 def main():
     scenario, latch, root = sys.argv[1:4]
     {"out_of_order": out_of_order, "malformed": malformed, "flood": flood,
-     "resume": resume}[scenario](latch, root)
+     "resume": resume, "run": run}[scenario](latch, root)
     print(f"ok {scenario}")
 
 

@@ -7,6 +7,7 @@ Prints `ok SCENARIO`; with TRANSCRIPT, writes every call and result there.
 """
 
 import asyncio
+import base64
 import json
 import re
 import sys
@@ -45,8 +46,8 @@ async def session_flow(latch, root, transcript):
             await session.initialize()
             tools = await session.list_tools()
             names = sorted(t.name for t in tools.tools)
-            assert names == ["create", "kill", "list", "peek", "remove", "send", "status",
-                             "wait"], names
+            assert names == ["create", "kill", "list", "peek", "remove", "run", "send",
+                             "status", "wait"], names
             for t in tools.tools:
                 assert t.description and t.inputSchema["type"] == "object", t
             rec = Recorder(session, transcript)
@@ -81,6 +82,26 @@ async def session_flow(latch, root, transcript):
             assert "rm -rf" not in text, text
             r, text = await rec.call("kill", {"session": new})
             assert not r.isError, text
+            # run: a command's own output and exit code from a shell, in one call.
+            r, text = await rec.call("create", {"id": "sh", "command": ["bash"]})
+            shell = reference(text)
+            r, text = await rec.call("run", {"session": shell,
+                                             "command": "echo sum-$((2+3)); false",
+                                             "timeout": 60})
+            assert not r.isError and shell in text, text
+            ran = json.loads(text.split("\n", 1)[1])
+            assert ran["output"] == "sum-5\n" and ran["exitCode"] == 1, ran
+            # peek with image: the screen as a PNG image content, named by its creation.
+            r = await session.call_tool("peek", {"session": shell, "image": True})
+            assert not r.isError, r
+            kinds = [c.type for c in r.content]
+            assert kinds == ["text", "image"], kinds
+            assert shell in r.content[0].text, r.content[0].text
+            assert r.content[1].mimeType == "image/png"
+            png = base64.b64decode(r.content[1].data)
+            assert png[:8] == b"\x89PNG\r\n\x1a\n", png[:8]
+            rec.lines.append(f"peek image: {len(png)} bytes of PNG\n")
+            r, text = await rec.call("kill", {"session": shell})
             rec.save()
 
 

@@ -274,3 +274,87 @@ fn async_api_is_send() {
     let wait = c.wait_for_text_async(&s, "x", PeekOptions::plain(), Duration::from_secs(1));
     send(&wait);
 }
+
+/// The waits and runs of SPEC §4.7, async: `nonblocking::run` types a command into
+/// real bash and returns its exit code and output, and `nonblocking::wait` sees a
+/// text written after a cursor, while the current-thread runtime goes on serving
+/// another task (a ticker that must keep ticking during the run).
+#[test]
+fn async_run_and_wait_leave_the_runtime_free() {
+    use latch_client::{nonblocking, Condition, RunOptions, Waited};
+    use std::sync::{Arc, Mutex};
+    let reg = Reg::new();
+    let c = Arc::new(client(&reg));
+    let mut new = NewSession::default();
+    new.id = Some(SessionId::new("ab").unwrap());
+    new.command = vec!["bash".into()];
+    let s = c.create(new).unwrap().session();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ticks = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let ticker = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        };
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let sink = out.clone();
+        let opts = RunOptions {
+            timeout: Duration::from_secs(60),
+            ..RunOptions::default()
+        };
+        let ran = nonblocking::run(
+            c.clone(),
+            s.clone(),
+            "sleep 0.3; echo async-$((6*7)); (exit 3)".into(),
+            opts,
+            move |b| sink.lock().unwrap().extend_from_slice(b),
+        )
+        .await
+        .unwrap();
+        assert_eq!(ran.exit_code, Some(3));
+        let text = String::from_utf8_lossy(&out.lock().unwrap()).into_owned();
+        assert!(text.contains("async-42"), "{text:?}");
+        // The runtime's one thread served the ticker during the 0.3 s sleep.
+        assert!(
+            ticks.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            "the run blocked the runtime"
+        );
+        let (_, status) = c.status_full_of(&s).unwrap();
+        let cursor = status.unwrap().output_cursor;
+        let waiter = tokio::spawn(nonblocking::wait(
+            c.clone(),
+            s.clone(),
+            Condition::Text("late-marker".into()),
+            Some(cursor),
+            Duration::from_secs(60),
+        ));
+        nonblocking::run(
+            c.clone(),
+            s.clone(),
+            "echo late-mark''er".into(),
+            RunOptions {
+                timeout: Duration::from_secs(60),
+                ..RunOptions::default()
+            },
+            |_| {},
+        )
+        .await
+        .unwrap();
+        let waited = waiter.await.unwrap().unwrap();
+        assert!(
+            matches!(waited, Waited::At { cursor: at } if at > cursor),
+            "{waited:?}"
+        );
+        ticker.abort();
+    });
+    c.kill(&s, libc::SIGKILL, Some(Duration::from_secs(5)))
+        .unwrap();
+}

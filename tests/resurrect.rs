@@ -312,3 +312,46 @@ fn restart_keeps_the_resume_command_and_the_stored_environment() {
     assert_eq!(rec["env"]["KEPT"], "k1");
     reg.run(&["kill", "r", "--wait"]).ok();
 }
+
+/// gc after a reboot keeps a session that has a resume command, for `resurrect`
+/// (SPEC §9.12): before, it removed it once its pids were free, and the resume
+/// command was lost with its record.
+#[test]
+fn gc_after_a_reboot_keeps_what_resurrect_would_bring_back() {
+    let reg = Reg::new();
+    reg.run(&[
+        "new",
+        "-d",
+        "--id",
+        "keep",
+        "--resume-cmd",
+        "exec cat",
+        "--",
+        "sh",
+        "-c",
+        "echo K; exec cat",
+    ])
+    .ok();
+    reg.new_session("plain", &["sh", "-c", "echo P; exec cat"]);
+    reg.wait_for("keep", "K");
+    reg.wait_for("plain", "P");
+    machine_dies(&reg, "keep");
+    machine_dies(&reg, "plain");
+    let gc = after(&reg, &["gc", "--json"]).json();
+    let of = |id: &str| {
+        gc.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no report for {id}: {gc}"))
+    };
+    assert_eq!(of("keep")["action"], "skipped", "{gc}");
+    assert_eq!(of("keep")["reason"], "resurrectable", "{gc}");
+    // Without a resume command gc goes on as before (here its dead daemon's pid
+    // may still name a zombie, which a faked boot id cannot prove: unverifiable).
+    assert_ne!(of("plain")["reason"], "resurrectable", "{gc}");
+    assert!(reg.path("keep.json").exists());
+    let dry = after(&reg, &["resurrect", "--all", "--dry-run", "--json"]).json();
+    assert_eq!(dry[0]["id"], "keep", "{dry}");
+}

@@ -60,7 +60,9 @@
 //! With the `tokio` feature, `latch_client::nonblocking` has the same typestate
 //! for tokio (`nonblocking::Connection` → `nonblocking::Bound` →
 //! `nonblocking::Attached`), reached through `Client::connect_async`, and
-//! `Client::wait_for_text_async`: one runtime can drive hundreds of sessions. The
+//! `Client::wait_for_text_async`, and `nonblocking::wait` and `nonblocking::run` (the
+//! blocking waits and runs on tokio's blocking pool): one runtime can drive hundreds
+//! of sessions. The
 //! protocol handling is shared with the blocking connections (the wire crate is
 //! sans-IO): only the byte moving differs. Registry operations stay blocking; call
 //! them from `tokio::task::spawn_blocking` when they may wait.

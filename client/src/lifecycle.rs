@@ -325,6 +325,15 @@ impl Client {
             SessionStatus::Exited { .. } | SessionStatus::Vanished => {}
         }
         let vanished = matches!(status, SessionStatus::Vanished);
+        // A session that vanished with its machine and has a resume command is
+        // kept for `latch resurrect` (SPEC.md §9.12, §9.18): gc after a reboot
+        // must not lose what the user asked to bring back.
+        if vanished
+            && observed.resume_command.is_some()
+            && latch_registry::reboot::died_with_machine(observed)
+        {
+            return skip(report, "resurrectable");
+        }
         // An orphaned program whose daemon is gone: prove it before anything.
         // A recorded pid that now belongs to another process (start time or boot id
         // differ) makes the record inconsistent with the machine: gc does not act on

@@ -51,11 +51,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
+use std::sync::Arc;
+
 use crate::client::Client;
 use crate::conn::{AttachEvent, DEFAULT_TIMEOUT};
 use crate::error::ClientError;
 use crate::options::{AttachMode, PeekFormat, PeekOptions};
 use crate::proto::{self, Attachment, Inbox, Op, Outbox, Step};
+use crate::run::{RunOptions, RunResult};
+use crate::wait::{Condition, Waited};
 
 /// The reading end of an async connection.
 #[derive(Debug)]
@@ -428,5 +432,51 @@ impl Client {
                 Err(_) => return Err(proto::wait_timed_out(text, timeout)),
             }
         }
+    }
+}
+
+/// [`Client::wait`], async (SPEC.md §4.7): the one implementation of the waits,
+/// run on tokio's blocking pool, so no runtime thread waits on it. Dropping the
+/// future stops nothing: the wait still ends at its condition or its timeout.
+pub async fn wait(
+    client: Arc<Client>,
+    session: SessionRef,
+    condition: Condition,
+    after: Option<u64>,
+    timeout: Duration,
+) -> Result<Waited, ClientError> {
+    joined(
+        tokio::task::spawn_blocking(move || client.wait(&session, &condition, after, timeout))
+            .await,
+    )
+}
+
+/// [`Client::run`], async (SPEC.md §4.7), as [`wait`] is: the one run, on the
+/// blocking pool; `on_output` gets the command's output as it comes.
+pub async fn run(
+    client: Arc<Client>,
+    session: SessionRef,
+    command: String,
+    opts: RunOptions,
+    mut on_output: impl FnMut(&[u8]) + Send + 'static,
+) -> Result<RunResult, ClientError> {
+    joined(
+        tokio::task::spawn_blocking(move || {
+            client.run(&session, &command, &opts, None, &mut on_output)
+        })
+        .await,
+    )
+}
+
+/// A blocking task's answer: its panic goes on as a panic here.
+fn joined<T>(r: Result<Result<T, ClientError>, tokio::task::JoinError>) -> Result<T, ClientError> {
+    match r {
+        Ok(answer) => answer,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => Err(ClientError::Refused(
+                "the runtime shut down before the answer".into(),
+            )),
+        },
     }
 }

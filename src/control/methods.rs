@@ -394,14 +394,53 @@ fn output_since(bound: &mut Bound, since: u64, max: u32) -> Result<OutputJson, C
 }
 
 fn send(client: &ClientRef<'_>, t: &Target, p: SendParams) -> Reply {
-    let mut bytes = p.text.unwrap_or_default().into_bytes();
+    let mut bytes = p.text.clone().unwrap_or_default().into_bytes();
     bytes.extend(sessions::input_bytes(&p.keys, true));
-    let confirmed = client.send(&t.session, &bytes).at(&t.session)?;
+    let s = &t.session;
+    let delivered =
+        p.paste || p.submit || p.when_ready || p.wait_idle.is_some() || p.wait_text.is_some();
+    if !delivered {
+        let confirmed = client.send(s, &bytes).at(s)?;
+        return to_value(&SentJson {
+            id: s.id.to_string(),
+            incarnation: s.incarnation.to_string(),
+            bytes: bytes.len(),
+            confirmed,
+            pasted: None,
+            output_range: None,
+        });
+    }
+    // `latch send`'s delivered send (SPEC §4.7): one bound connection types, a
+    // second watches.
+    let after = match (&p.wait_idle, p.wait_text) {
+        (Some(d), _) => latch_client::After::Idle(duration(Some(d), Duration::ZERO)?),
+        (None, Some(text)) => latch_client::After::Text(text),
+        (None, None) => latch_client::After::Nothing,
+    };
+    let opts = latch_client::SendOptions {
+        paste: p.paste,
+        submit: p.submit,
+        when_ready: p.when_ready,
+        after,
+        timeout: duration(p.timeout.as_ref(), Duration::from_secs(10))?,
+    };
+    let sent = client
+        .connect(s)
+        .and_then(|bound| {
+            let watch = client.connect(s)?;
+            latch_client::send_bound(bound, watch, &bytes, &opts)
+        })
+        .at(s)?;
     to_value(&SentJson {
-        id: t.session.id.to_string(),
-        incarnation: t.session.incarnation.to_string(),
+        id: s.id.to_string(),
+        incarnation: s.incarnation.to_string(),
         bytes: bytes.len(),
-        confirmed,
+        confirmed: true,
+        pasted: Some(sent.pasted),
+        output_range: Some(RangeJson {
+            start: sent.start,
+            end: sent.end,
+        }),
     })
 }
 

@@ -123,8 +123,8 @@ pub struct PeekParams {
     pub max_bytes: Option<u32>,
 }
 
-/// `send`. The turns options (paste, submit, when-ready) take their place here
-/// once they land (SPEC §13.4).
+/// `send`: with any of paste, submit, whenReady, waitIdle or waitText, the
+/// delivered send of `latch send` (SPEC §4.7, §13.4).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SendParams {
@@ -136,6 +136,21 @@ pub struct SendParams {
     /// no key name is sent as text, as `send --keys` does.
     #[serde(default)]
     pub keys: Vec<String>,
+    /// As `send --paste`: inside bracketed paste when the program enabled it.
+    #[serde(default)]
+    pub paste: bool,
+    /// As `send --submit`: Enter after the text was taken.
+    #[serde(default)]
+    pub submit: bool,
+    /// As `send --when-ready`: first wait for the prompt (or the program reading).
+    #[serde(default)]
+    pub when_ready: bool,
+    /// As `send --wait-idle`: then wait until the program is quiet this long.
+    pub wait_idle: Option<DurParam>,
+    /// As `send --wait-text`: then wait for this text in the output after the send.
+    pub wait_text: Option<String>,
+    /// The deadline of a delivered send (default 10 s).
+    pub timeout: Option<DurParam>,
 }
 
 /// `resize`.

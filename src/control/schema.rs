@@ -68,6 +68,13 @@ pub struct SentJson {
     pub bytes: usize,
     /// False when the session ended while the input was being confirmed.
     pub confirmed: bool,
+    /// A delivered send: whether it went inside bracketed paste.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pasted: Option<bool>,
+    /// A delivered send: the output from just before the send to its end (or to
+    /// where its wait held).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_range: Option<RangeJson>,
 }
 
 /// `resize`'s result.

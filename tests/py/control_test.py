@@ -293,6 +293,15 @@ def run(latch, root):
     assert stale["error"]["code"] == 4, stale
     fresh = c.call("run", {"session": s2, "command": "history | grep -c NOPE", "timeout": 60})
     assert fresh["output"] == "0\n", fresh
+    # A delivered send, as `latch send --when-ready --submit --wait-text`: the wait
+    # starts at the typed command, so the echo (with its quotes) never matches.
+    sent = c.call("send", {"session": s2, "text": "echo deliv''ered-$((1+1))",
+                           "whenReady": True, "submit": True, "waitText": "delivered-2",
+                           "timeout": 60})
+    assert sent["confirmed"] is True and isinstance(sent["pasted"], bool), sent
+    assert sent["outputRange"]["end"] > sent["outputRange"]["start"], sent
+    plain = c.call("send", {"session": s2, "text": ""})
+    assert "outputRange" not in plain, plain
     c.call("kill", {"session": s2})
     c.close()
 

@@ -10,25 +10,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::Reg;
+use support::{python, Reg};
 
 /// A path beside the registry root, in the test's own directory.
 fn scratch(reg: &Reg, name: &str) -> PathBuf {
     reg.root.parent().unwrap().join(name)
-}
-
-/// The test venv's python (scripts/test-env.sh makes it).
-fn python() -> PathBuf {
-    let p = std::env::var_os("LATCH_TEST_PYTHON").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-venv/bin/python"),
-        PathBuf::from,
-    );
-    assert!(
-        p.exists(),
-        "{} is missing: run `bash scripts/test-env.sh` first",
-        p.display()
-    );
-    p
 }
 
 /// The cast's lines: the header, then the events.

@@ -8,22 +8,7 @@ mod support;
 use std::path::PathBuf;
 use std::process::Command;
 
-use support::{latch_bin, Reg};
-
-/// The test interpreter: LATCH_TEST_PYTHON (scripts/test.sh sets it), else the
-/// venv scripts/test-env.sh makes. Missing is a failure naming the script.
-pub fn python() -> PathBuf {
-    let p = std::env::var_os("LATCH_TEST_PYTHON").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-venv/bin/python"),
-        PathBuf::from,
-    );
-    assert!(
-        p.exists(),
-        "no test Python at {}: run `bash scripts/test-env.sh` first (scripts/test.sh does)",
-        p.display()
-    );
-    p
-}
+use support::{latch_bin, python, Reg};
 
 fn scenario(name: &str) {
     let reg = Reg::new();

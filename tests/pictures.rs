@@ -6,10 +6,10 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use support::Reg;
+use support::{python, Reg};
 
 /// The grid of SPEC §4.4: cells of 9 × 18 pixels, 8 pixels from the edge.
 const CELL_W: u32 = 9;
@@ -36,17 +36,6 @@ fn tool(name: &str) -> String {
         "{name} is not installed: run `bash scripts/test-env.sh` (it installs it)"
     );
     String::from_utf8(found.stdout).unwrap().trim().to_owned()
-}
-
-fn python() -> PathBuf {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-venv/bin/python");
-    let python = std::env::var_os("LATCH_TEST_PYTHON").map_or(venv, PathBuf::from);
-    assert!(
-        python.exists(),
-        "{} is missing: run `bash scripts/test-env.sh` (it makes the venv with html5lib)",
-        python.display()
-    );
-    python
 }
 
 /// An RGBA image.

@@ -4,12 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use latch_screen::{MarkKind, ShellTracker};
+use latch_screen::MarkKind;
 
 use crate::conn::Bound;
 use crate::error::ClientError;
-use crate::options::AttachMode;
-use crate::run::{phase_state, Got, Paste, Runner};
+use crate::run::{Got, Runner};
 use crate::wait::Finder;
 
 /// What to wait for after the input was sent.
@@ -71,32 +70,9 @@ pub fn send_bound(
         bound.release()?;
     }
     let integrated = facts.integration || facts.marked;
-    let attached = watch.attach(0, 0, AttachMode::ReadOnly)?;
-    let cut = attached.cut.clone().ok_or_else(|| {
-        ClientError::protocol(
-            crate::error::Mismatch::BadFrame,
-            "no CUT after the attach SCREEN",
-        )
-    })?;
-    let mut r = Runner {
-        session: &session,
-        reader: attached.reader,
-        writer: attached.writer,
-        deadline,
-        interrupts: None,
-        sent_cc: false,
-        cursor: cut.cursor,
-        tracker: ShellTracker::resume(cut.cursor, phase_state(cut.shell.state)),
-        paste: Paste::from_screen(&attached.screen),
-        dropped: 0,
-        cwd: cut.shell.cwd.clone(),
-    };
+    let mut r = Runner::attach(watch, &session, deadline, None)?;
     if opts.when_ready {
-        if integrated {
-            r.until_prompt()?;
-        } else {
-            r.until_quiet(facts.reading)?;
-        }
+        r.until_ready(integrated, facts.reading)?;
     }
     let pasted = opts.paste && r.paste.on;
     let mut bytes = Vec::with_capacity(text.len() + 16);

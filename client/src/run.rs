@@ -125,31 +125,8 @@ pub fn run_bound(
              try run --marker)"
         )));
     }
-    let attached = bound.attach(0, 0, AttachMode::ReadOnly)?;
-    let cut = attached.cut.clone().ok_or_else(|| {
-        ClientError::protocol(
-            crate::error::Mismatch::BadFrame,
-            "no CUT after the attach SCREEN",
-        )
-    })?;
-    let mut r = Runner {
-        session: &session,
-        reader: attached.reader,
-        writer: attached.writer,
-        deadline,
-        interrupts,
-        sent_cc: false,
-        cursor: cut.cursor,
-        tracker: ShellTracker::resume(cut.cursor, phase_state(cut.shell.state)),
-        paste: Paste::from_screen(&attached.screen),
-        dropped: 0,
-        cwd: cut.shell.cwd.clone(),
-    };
-    if integrated {
-        r.until_prompt()?;
-    } else {
-        r.until_quiet(facts.reading)?;
-    }
+    let mut r = Runner::attach(bound, &session, deadline, interrupts)?;
+    r.until_ready(integrated, facts.reading)?;
     r.type_line(&typed_line(command, opts.marker))?;
     r.until_end(opts.marker, on_output)
 }
@@ -234,6 +211,52 @@ pub(crate) struct Runner<'a> {
     pub(crate) dropped: u64,
     /// The working directory at the cut, until the stream says another.
     pub(crate) cwd: Option<String>,
+}
+
+impl<'a> Runner<'a> {
+    /// Attaches `bound` read-only and starts from its cut: the cursor, the shell's
+    /// state, the paste mode and the cwd the daemon reported there (SPEC.md §4.7).
+    pub(crate) fn attach(
+        bound: Bound,
+        session: &'a SessionRef,
+        deadline: Instant,
+        interrupts: Option<&'a AtomicU32>,
+    ) -> Result<Self, ClientError> {
+        let attached = bound.attach(0, 0, AttachMode::ReadOnly)?;
+        let cut = attached.cut.clone().ok_or_else(|| {
+            ClientError::protocol(
+                crate::error::Mismatch::BadFrame,
+                "no CUT after the attach SCREEN",
+            )
+        })?;
+        Ok(Runner {
+            session,
+            reader: attached.reader,
+            writer: attached.writer,
+            deadline,
+            interrupts,
+            sent_cc: false,
+            cursor: cut.cursor,
+            tracker: ShellTracker::resume(cut.cursor, phase_state(cut.shell.state)),
+            paste: Paste::from_screen(&attached.screen),
+            dropped: 0,
+            cwd: cut.shell.cwd.clone(),
+        })
+    }
+
+    /// Waits until the program is ready for input: the shell's prompt with
+    /// integration, else the foreground process reading (or output then quiet).
+    pub(crate) fn until_ready(
+        &mut self,
+        integrated: bool,
+        reading: bool,
+    ) -> Result<(), ClientError> {
+        if integrated {
+            self.until_prompt()
+        } else {
+            self.until_quiet(reading)
+        }
+    }
 }
 
 /// What one wait on the stream brought.

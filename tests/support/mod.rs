@@ -232,3 +232,20 @@ pub fn sref(id: &str, inc: &str) -> latch_wire::SessionRef {
         latch_wire::Incarnation::parse(inc).unwrap(),
     )
 }
+
+/// The test interpreter for the real Python clients (the MCP SDK, asciinema,
+/// html5lib): LATCH_TEST_PYTHON (scripts/test.sh sets it), else the venv
+/// scripts/test-env.sh makes. Missing is a failure naming the script, never a skip.
+pub fn python() -> std::path::PathBuf {
+    let p = std::env::var_os("LATCH_TEST_PYTHON").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-venv/bin/python"),
+        std::path::PathBuf::from,
+    );
+    assert!(
+        p.exists(),
+        "no test Python at {}: run `bash scripts/test-env.sh` first (scripts/test.sh does; \
+         it makes the venv with mcp, asciinema and html5lib)",
+        p.display()
+    );
+    p
+}

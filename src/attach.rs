@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
-use latch_client::{exit, AttachEvent, AttachMode, Client, ClientError, PeekOptions, PeekScope};
+use latch_client::{exit, AttachEvent, AttachMode, ClientError, PeekOptions, PeekScope};
 use latch_screen::attach::KeyFilter;
 use latch_wire::SessionRef;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -90,9 +90,14 @@ pub fn ended_line(id: &latch_wire::SessionId, code: Option<i32>, signal: Option<
 /// The session could not be attached: if its program has exited, shows the
 /// screen it left (line-based ANSI on a terminal, else plain text; SPEC §9.15)
 /// and returns its exit code; otherwise returns the error.
-fn show_final(client: &Client, session: &SessionRef, e: ClientError) -> Result<i32, ClientError> {
+fn show_final(
+    loc: latch_client::Location<'_>,
+    found: &latch_client::Found,
+    e: ClientError,
+) -> Result<i32, ClientError> {
+    let session = &found.session;
     let screen = match &e {
-        ClientError::Unreachable { .. } => client.final_screen(session)?,
+        ClientError::Unreachable { .. } => loc.final_screen(found)?,
         _ => None,
     };
     let Some(screen) = screen else { return Err(e) };
@@ -156,19 +161,30 @@ pub fn block_signals() -> Result<SigSet, ClientError> {
 /// Attaches this terminal to `session` until detach, exit, or the daemon closes.
 /// Returns 0 after a detach, the program's exit code (`program_code`) after its
 /// end. `history` scrollback lines are written first.
-pub fn interactive(
-    client: &Client,
-    session: &SessionRef,
+///
+/// `handled` comes from [`block_signals`], called before any thread starts (a
+/// remote location's relay has threads of its own, which must not take the
+/// signals the attach reads).
+pub(crate) fn interactive(
+    handled: SigSet,
+    loc: latch_client::Location<'_>,
+    found: &latch_client::Found,
     read_only: bool,
     detach_key: Option<u8>,
     history_lines: usize,
 ) -> Result<i32, ClientError> {
-    let handled = block_signals()?;
-    let bound = match client.connect(session) {
+    let bound = match loc.connect(found) {
         Ok(b) => b,
-        Err(e) => return show_final(client, session, e),
+        Err(e) => return show_final(loc, found, e),
     };
-    attach_bound(handled, bound, read_only, detach_key, history_lines, None)
+    attach_bound(
+        handled,
+        bound,
+        read_only,
+        detach_key,
+        history_lines,
+        loc.host().map(|h| h.as_str()),
+    )
 }
 
 /// Attaches this terminal through `bound` (signals blocked by [`block_signals`]).

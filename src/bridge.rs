@@ -11,9 +11,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use clap::Parser;
-use latch_client::{exit, Client, ClientError, Receipt, UnreachableCause};
-use latch_registry::events::{Event, EventKind};
-use latch_registry::DEFAULT_LOCK_WAIT;
+use latch_client::remote::proto::{Answered, KillByProof, Pinned};
+use latch_client::{exit, Client, ClientError, KillOutcome, Location, Receipt};
 use latch_wire::SessionRef;
 
 use crate::remote::{self, ConnectRequest, Op, Request, TargetLine};
@@ -82,6 +81,13 @@ pub fn run() -> i32 {
             Ok(()) => exec(args),
             Err(e) => crate::output::report_error(&e, false),
         },
+        Op::KillByProof(req) => answer_line(kill_by_proof(req)),
+        Op::Status(req) => answer_line(status(req)),
+        // The registry commands version 2 does not type yet go through exec.
+        Op::Ls(_) | Op::Patch(_) | Op::Gc(_) | Op::Unknown(_) => {
+            line(&Answered::<()>::Unsupported(request.op.name().to_owned()));
+            exit::PROTOCOL
+        }
         Op::Connect(req) => match connect(req) {
             Ok(code) => code,
             Err(e) => {
@@ -104,6 +110,49 @@ pub fn run() -> i32 {
     }
 }
 
+/// A version-2 answer line: `ok`, or the error; its exit code.
+fn answer_line<T: serde::Serialize>(result: Result<T, ClientError>) -> i32 {
+    match result {
+        Ok(v) => {
+            line(&Answered::Ok(v));
+            exit::OK
+        }
+        Err(e) => {
+            line(&Answered::<()>::Error(ErrorBodyOwned::of(&e)));
+            e.exit_code()
+        }
+    }
+}
+
+/// This registry, with the request's owner precondition.
+fn open_pinned(p: &Pinned) -> Result<(Client, SessionRef), ClientError> {
+    let owner = crate::commands::parse_owner(p.owner.as_deref())?;
+    let client = open(p.root.as_deref())?.with_owner(owner);
+    let session: SessionRef = p
+        .session
+        .parse()
+        .map_err(|e| ClientError::Usage(format!("session {:?}: {e}", p.session)))?;
+    Ok((client, session))
+}
+
+/// kill's fallback on this host (SPEC.md §9.11): the library's, pinned to the
+/// creation the caller resolved.
+fn kill_by_proof(req: KillByProof) -> Result<KillOutcome, ClientError> {
+    let (client, session) = open_pinned(&req.target)?;
+    let here = Location::Here(&client);
+    let found = here.resolve(&session.to_string(), Some(session.incarnation), None)?;
+    let wait = req.wait_ms.map(std::time::Duration::from_millis);
+    here.kill_by_proof(&found, req.signal, wait, req.draining, String::new())
+}
+
+/// The derived status of exactly this creation.
+fn status(req: Pinned) -> Result<latch_client::SessionStatus, ClientError> {
+    let (client, session) = open_pinned(&req)?;
+    let here = Location::Here(&client);
+    let found = here.resolve(&session.to_string(), Some(session.incarnation), None)?;
+    here.status_now(&found)
+}
+
 fn read_request(stdin: &mut impl Read) -> Result<Request, ClientError> {
     let mut buf = Vec::new();
     let mut b = [0u8; 1];
@@ -119,7 +168,7 @@ fn read_request(stdin: &mut impl Read) -> Result<Request, ClientError> {
             Err(e) => return Err(ClientError::Other(format!("stdin: {e}"))),
         }
     }
-    latch_client::bridge_proto::decode_request(&buf).map_err(|e| {
+    latch_client::remote::proto::decode_request(&buf).map_err(|e| {
         // An unreadable request may come from a newer latch: say which we are.
         ClientError::Usage(format!(
             "unreadable request ({e}); this is latch {} (remote protocol {}..={})",
@@ -160,8 +209,12 @@ fn open(root: Option<&str>) -> Result<Client, ClientError> {
 /// Resolves (or creates) the session, connects to its daemon, reports the target,
 /// then relays until either side closes.
 fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
-    let by_receipt = req.receipt.is_some();
-    take_receipt(req.receipt)?;
+    let receipt = req.receipt.clone();
+    if receipt.as_ref().is_some_and(|r| r.host.is_some()) {
+        return Err(ClientError::Usage(
+            "the receipt sent names a host; a bridge acts on its own host only".into(),
+        ));
+    }
     let client = open(req.root.as_deref())?;
     let mut created = None;
     let reference = match (&req.create, &req.reference) {
@@ -180,25 +233,27 @@ fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
         (None, None) => return Err(ClientError::Usage("no session named".into())),
     };
     // As a local command resolves it, under --expect and the receipt (SPEC.md §9.10).
-    let target = crate::commands::resolve(
-        &client,
-        &crate::cli::TargetArgs {
-            reference,
-            pre: crate::cli::Preconditions {
-                expect: req.expect,
-                receipt: by_receipt.then(|| PathBuf::from("-")),
-                owner: None,
-            },
-        },
-    )?;
-    if let Some(signal) = req.kill {
-        log_kill_requested(&client, &target.session, signal)?;
-    }
-    let status = latch_client::derive_status(&target.record);
+    let expect = req
+        .expect
+        .as_deref()
+        .map(|s| {
+            latch_wire::Incarnation::parse(s)
+                .map_err(|e| ClientError::Usage(format!("expect {s:?}: {e}")))
+        })
+        .transpose()?;
+    let receipt = receipt
+        .map(|r| client.check_receipt(r, "sent with the request"))
+        .transpose()?;
+    let here = Location::Here(&client);
+    let target = match req.kill {
+        Some(signal) => here.resolve_for_kill(&reference, expect, receipt, signal)?,
+        None => here.resolve(&reference, expect, receipt)?,
+    };
+    let status = target.status.clone();
     let json = crate::shapes::SessionJson::new(&target.record, &status);
     let socket = UnixStream::connect(client.registry().socket_path(&target.session.id)).ok();
     if let Some(s) = &socket {
-        check_peer_uid(s)?;
+        remote::check_peer_uid(s)?;
     }
     let final_screen = if socket.is_none() {
         client
@@ -288,41 +343,6 @@ fn create(root: Option<&str>, args: &[String]) -> Result<serde_json::Value, Clie
         });
     }
     Ok(value)
-}
-
-/// As a local `kill` does before its STOP (SPEC.md §9.9, §9.11).
-fn log_kill_requested(
-    client: &Client,
-    session: &SessionRef,
-    signal: i32,
-) -> Result<(), ClientError> {
-    let lock = client.registry().lock(&session.id, DEFAULT_LOCK_WAIT)?;
-    client.read_expecting(session)?;
-    client.registry().append_event(
-        &lock,
-        &Event::new(
-            &session.id,
-            &session.incarnation,
-            EventKind::KillRequested { signal },
-        ),
-    )?;
-    Ok(())
-}
-
-/// The daemon must run as this uid (SPEC.md §5.5), as every client checks.
-fn check_peer_uid(s: &UnixStream) -> Result<(), ClientError> {
-    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    let cred = getsockopt(&s.as_fd(), PeerCredentials).map_err(|e| {
-        ClientError::unreachable(UnreachableCause::Io, format!("peer credentials: {e}"))
-    })?;
-    let me = nix::unistd::geteuid().as_raw();
-    if cred.uid() != me {
-        return Err(ClientError::Refused(format!(
-            "the daemon runs as uid {}, not as you (uid {me})",
-            cred.uid()
-        )));
-    }
-    Ok(())
 }
 
 /// Copies stdin to the socket and the socket to stdout, unbuffered, until the

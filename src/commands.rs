@@ -1,6 +1,7 @@
 //! Dispatch, and the helpers every command shares; one module per group of
 //! commands.
 
+mod at;
 pub(crate) mod cast;
 pub(crate) mod emit;
 mod hosts;
@@ -21,6 +22,8 @@ use std::time::Duration;
 use latch_client::{Client, ClientError, Receipt, Target};
 use latch_registry::root::resolve_root;
 use latch_wire::{Incarnation, Owner};
+
+pub(crate) use at::At;
 
 use crate::cli::{Cli, Command, Preconditions, TargetArgs};
 
@@ -129,32 +132,33 @@ pub(crate) fn secs(s: f64) -> Result<Duration, ClientError> {
     Duration::try_from_secs_f64(s).map_err(|_| usage(format!("invalid duration {s}")))
 }
 
-/// Runs the parsed command; returns the exit code.
-pub fn run(cli: Cli) -> Result<i32, ClientError> {
-    // The control server reaches local daemons only (SPEC §13.8).
-    if matches!(cli.command, Some(Command::Control(_) | Command::Mcp(_))) && !cli.host.is_empty() {
-        return Err(usage(
-            "latch control serves this host's registry; run it on the host instead              (ssh HOST latch control): --host is not carried (SPEC §13.8)",
-        ));
-    }
-    // --host, or a HOST:ID reference: the same command on another host (SPEC.md §12).
-    if let Some(route) = hosts::route(&cli)? {
-        return hosts::run(route, cli);
-    }
-    let root = cli.root.as_ref();
-    let json = cli.json;
-    let Some(command) = cli.command else {
-        return registry_ops::summary(root, json);
+/// Runs a command that acts on one session at its location (this registry, or
+/// the route's host); gives back any other command.
+fn located(
+    command: Command,
+    root: Option<&PathBuf>,
+    route: Option<&hosts::Route>,
+    json: bool,
+) -> Result<Result<i32, ClientError>, Box<Command>> {
+    let pre = match &command {
+        Command::Peek { target, .. }
+        | Command::Send { target, .. }
+        | Command::Wait { target, .. }
+        | Command::Resize { target, .. }
+        | Command::Status { target }
+        | Command::Kill { target, .. } => target.pre.clone(),
+        Command::Cast(a) => a.target.pre.clone(),
+        Command::Run(a) => a.target.pre.clone(),
+        Command::Commands(a) => a.target.pre.clone(),
+        Command::Attach { pre, .. } => pre.clone(),
+        _ => return Err(Box::new(command)),
     };
+    Ok(At::open(root, route, &pre).and_then(|at| act(&at, command, json)))
+}
+
+fn act(at: &At, command: Command, json: bool) -> Result<i32, ClientError> {
     match command {
-        Command::Control(args) => crate::control::run(root, &args),
-        Command::Mcp(args) => crate::mcp::run(root, &args),
-        Command::Completions { shell } => crate::complete::script(shell),
-        Command::Man => crate::complete::man(),
-        Command::Daemon { root, spec } => lifecycle::daemon(root, spec),
-        Command::Bridge => Ok(crate::bridge::run()),
-        Command::New(args) => sessions::new(root, args, json),
-        Command::Cast(args) => cast::run(root, &args, json),
+        Command::Cast(args) => cast::run(at, &args, json),
         Command::Attach {
             reference,
             pre,
@@ -163,7 +167,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             force,
             history,
         } => sessions::attach(
-            root,
+            at,
             reference.as_deref(),
             &pre,
             read_only,
@@ -184,15 +188,15 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             picture,
         } => {
             if let Some(format) = picture.format {
-                return crate::pictures::peek(root, &target, full, format, &picture);
+                return crate::pictures::peek(at, &target, full, format, &picture);
             }
             if follow {
-                return sessions::peek_follow(root, &target, !ansi);
+                return sessions::peek_follow(at, &target, !ansi);
             }
             if let Some(since) = since {
-                return turns::peek_since(root, &target, since, raw, json);
+                return turns::peek_since(at, &target, since, raw, json);
             }
-            sessions::peek(root, &target, !ansi, full, wait.as_deref(), timeout.0, json)
+            sessions::peek(at, &target, !ansi, full, wait.as_deref(), timeout.0, json)
         }
         Command::Send {
             target,
@@ -201,11 +205,11 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             deliver,
         } if deliver.any() => {
             let bytes = sessions::input_bytes(&text, keys);
-            send::send(root, &target, bytes, &deliver, json)
+            send::send(at, &target, bytes, &deliver, json)
         }
         Command::Send {
             target, text, keys, ..
-        } => sessions::send(root, &target, &text, keys),
+        } => sessions::send(at, &target, &text, keys),
         Command::Wait {
             target,
             text,
@@ -215,16 +219,61 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             after,
             timeout,
         } => turns::wait(
-            root,
+            at,
             &target,
             &turns::condition(text, idle, prompt, exit),
             after,
             timeout.0,
             json,
         ),
-        Command::Run(args) => run::run(root, &args, json),
-        Command::Commands(args) => run::commands(root, &args, json),
-        Command::Resize { target, rows, cols } => sessions::resize(root, &target, rows, cols),
+        Command::Run(args) => run::run(at, &args, json),
+        Command::Commands(args) => run::commands(at, &args, json),
+        Command::Resize { target, rows, cols } => sessions::resize(at, &target, rows, cols),
+        Command::Status { target } => registry_ops::status(at, &target, json),
+        Command::Kill {
+            target,
+            signal,
+            wait,
+            timeout,
+        } => lifecycle::kill(at, &target, signal, wait.then_some(timeout.0), json),
+        _ => unreachable!("located() passes only the commands that act on one session"),
+    }
+}
+
+/// Runs the parsed command; returns the exit code.
+pub fn run(cli: Cli) -> Result<i32, ClientError> {
+    // The control server reaches local daemons only (SPEC §13.8).
+    if matches!(cli.command, Some(Command::Control(_) | Command::Mcp(_))) && !cli.host.is_empty() {
+        return Err(usage(
+            "latch control serves this host's registry; run it on the host instead              (ssh HOST latch control): --host is not carried (SPEC §13.8)",
+        ));
+    }
+    // --host, or a HOST:ID reference: the same command on another host (SPEC.md §12).
+    let route = hosts::route(&cli)?;
+    let root = cli.root.as_ref();
+    let json = cli.json;
+    let Some(command) = cli.command else {
+        return match route {
+            Some(route) => hosts::relay_exec(&route, false),
+            None => registry_ops::summary(root, json),
+        };
+    };
+    // The commands that act on one session: written once, wherever it lives.
+    let command = match located(command, root, route.as_ref(), json) {
+        Ok(code) => return code,
+        Err(command) => *command,
+    };
+    if let Some(route) = route {
+        return hosts::run(route, root, json, command);
+    }
+    match command {
+        Command::Control(args) => crate::control::run(root, &args),
+        Command::Mcp(args) => crate::mcp::run(root, &args),
+        Command::Completions { shell } => crate::complete::script(shell),
+        Command::Man => crate::complete::man(),
+        Command::Daemon { root, spec } => lifecycle::daemon(root, spec),
+        Command::Bridge => Ok(crate::bridge::run()),
+        Command::New(args) => sessions::new(root, args, json),
         Command::Ls {
             tags,
             status,
@@ -236,7 +285,6 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             status.map(crate::cli::StatusFilter::name),
             owner.as_deref(),
         ),
-        Command::Status { target } => registry_ops::status(root, &target, json),
         Command::Tag { target, tags } => registry_ops::tag(root, &target, &tags, json),
         Command::Rename { target, name } => registry_ops::rename(root, &target, name, json),
         Command::Meta { op } => registry_ops::meta(root, op),
@@ -260,12 +308,6 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         }
         Command::Receipt { op } => registry_ops::receipt(root, op, json),
         Command::LegacyDir { dir } => registry_ops::legacy_dir(root, &dir, json),
-        Command::Kill {
-            target,
-            signal,
-            wait,
-            timeout,
-        } => lifecycle::kill(root, &target, signal, wait.then_some(timeout.0), json),
         Command::Rm { target, force } => lifecycle::rm(root, &target, force, json),
         Command::Gc {
             dry_run,
@@ -288,5 +330,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Restart { target, grace } => lifecycle::restart(root, &target, grace.0, json),
         Command::Up(args) => up::up(root, &args, json),
         Command::Down(args) => up::down(root, &args, json),
+        // Given back by located() only when they do not act on one session.
+        other => unreachable!("{other:?} acts on one session"),
     }
 }

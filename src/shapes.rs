@@ -342,41 +342,7 @@ pub struct HostDownJson {
 }
 
 /// An error body as read back from another host's latch (`--host`, SPEC.md §12).
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ErrorBodyOwned {
-    pub kind: String,
-    pub message: String,
-    pub exit_code: i32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub candidates: Option<Vec<String>>,
-}
-
-impl ErrorBodyOwned {
-    pub fn of(e: &ClientError) -> Self {
-        let body = ErrorJson::from(e).error;
-        Self {
-            kind: body.kind.into(),
-            message: body.message,
-            exit_code: body.exit_code,
-            candidates: body.candidates,
-        }
-    }
-
-    /// The error, with its kind and exit code (1..=12, else 1), named by host.
-    pub fn relayed(self, host: &crate::remote::Host) -> ClientError {
-        ClientError::Relayed {
-            host: host.to_string(),
-            kind: self.kind,
-            exit_code: if (1..=12).contains(&self.exit_code) {
-                self.exit_code
-            } else {
-                latch_client::exit::OTHER
-            },
-            message: self.message,
-        }
-    }
-}
+pub use latch_client::remote::ErrorBody as ErrorBodyOwned;
 
 /// `{"error": ...}`.
 #[derive(Debug, Clone, Serialize)]

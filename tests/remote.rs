@@ -783,7 +783,7 @@ fn host_and_receipt_must_agree_and_a_bridge_reads_no_receipt_file() {
         .spawn()
         .unwrap();
     let request = serde_json::json!({
-        "remote": {"min": 1, "max": 1},
+        "remote": {"min": 2, "max": 2},
         "latch": "test",
         "exec": {"args": ["tag", "lr", "x=1", "--receipt", local_s]},
     });

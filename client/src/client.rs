@@ -16,8 +16,9 @@ use crate::error::{ClientError, Mismatch, UnreachableCause};
 use crate::names::validate_display_name;
 use crate::options::RemoveMode;
 
-/// A session's derived status (never stored).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A session's derived status (never stored; carried typed between hosts, SPEC.md
+/// §12.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "status", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum SessionStatus {
@@ -47,6 +48,24 @@ impl SessionStatus {
             Self::Exited { .. } => "exited",
             Self::Vanished => "vanished",
             Self::Unknown { .. } => "unknown",
+        }
+    }
+
+    /// The status a name and its facts describe (a target line's `status`,
+    /// `exitCode`, `exitSignal` and `statusReason`, SPEC.md §12.2).
+    pub fn from_parts(
+        name: Option<&str>,
+        code: Option<i32>,
+        signal: Option<i32>,
+        reason: Option<String>,
+    ) -> Self {
+        match name {
+            Some("running") => Self::Running,
+            Some("exited") => Self::Exited { code, signal },
+            Some("vanished") => Self::Vanished,
+            _ => Self::Unknown {
+                reason: reason.unwrap_or_else(|| "not reported".into()),
+            },
         }
     }
 }
@@ -715,7 +734,8 @@ impl Client {
     }
 
     /// Sends `signal` through a bound connection; with `wait`, waits until the daemon
-    /// closes (the program ended), at most `wait`.
+    /// closes (the program ended), at most `wait`. When the daemon cannot be asked,
+    /// the program's proven identity is signalled instead (SPEC.md §9.11).
     pub fn kill(
         &self,
         session: &SessionRef,
@@ -723,70 +743,29 @@ impl Client {
         wait: Option<Duration>,
     ) -> Result<KillOutcome, ClientError> {
         self.log_kill_requested(session, signal)?;
-        let mut bound = match self.connect(session) {
-            Ok(b) => b,
-            Err(ClientError::Unreachable { detail: m, .. }) => {
-                if self.has_exited(session) {
-                    return Ok(KillOutcome::AlreadyExited);
-                }
-                // The daemon does not answer: its socket was deleted, or it is
-                // stuck. Act through the program's proven identity instead, under
-                // the lock (SPEC.md §9.11); if the program is already gone, the
-                // daemon is finishing.
-                return self.kill_by_proof(session, signal, wait, m);
-            }
-            // The daemon refuses the connection itself (every slot taken by idle
-            // connections): same fallback.
-            Err(ClientError::Daemon {
-                code:
-                    code @ (latch_wire::ErrorCode::TooManyConnections
-                    | latch_wire::ErrorCode::HandshakeTimeout),
-                detail,
-            }) => {
-                return self.kill_by_proof(session, signal, wait, format!("{code}: {detail}"));
-            }
-            // Another stop is under way: the fence refuses our BIND. Its program may
-            // be ignoring that stop's signal, so deliver ours to the program's proven
-            // identity (pidfd, start time, boot id, under the lock, only while the
-            // record still holds this incarnation), then follow the stop to its end.
-            Err(ClientError::Daemon {
-                code: latch_wire::ErrorCode::Draining,
-                ..
-            }) => {
-                self.signal_proven_child(session, signal)?;
-                return match wait {
-                    None => Ok(KillOutcome::Signaled),
-                    Some(limit) => self.wait_daemon_gone(session, limit),
-                };
-            }
-            Err(e) => return Err(e),
-        };
-        match bound.stop(signal) {
-            Ok(()) => {}
-            Err(ClientError::Daemon {
-                code: latch_wire::ErrorCode::Exited,
-                ..
-            }) => return Ok(KillOutcome::AlreadyExited),
-            // The daemon closed while confirming: the session ended under us (its
-            // daemon records the exit before closing). Report it only if proven.
-            Err(e @ ClientError::Unreachable { .. }) => {
-                return if self.has_exited(session) {
-                    Ok(KillOutcome::Killed)
-                } else {
-                    Err(e)
-                };
-            }
-            Err(e) => return Err(e),
+        kill_through(&(self, session), signal, wait)
+    }
+
+    /// kill's fallback when the daemon cannot be asked (SPEC.md §9.11). With
+    /// `draining`, another stop is under way (the fence refused BIND): its program
+    /// may be ignoring that stop's signal, so ours goes to the program's proven
+    /// identity (pidfd, start time, boot id, under the lock, only while the record
+    /// still holds this incarnation), and the stop is followed to its end.
+    pub(crate) fn kill_fallback(
+        &self,
+        session: &SessionRef,
+        signal: i32,
+        wait: Option<Duration>,
+        draining: bool,
+        why: String,
+    ) -> Result<KillOutcome, ClientError> {
+        if !draining {
+            return self.kill_by_proof(session, signal, wait, why);
         }
+        self.signal_proven_child(session, signal)?;
         match wait {
             None => Ok(KillOutcome::Signaled),
-            Some(t) => {
-                if bound.wait_closed(t)? {
-                    Ok(KillOutcome::Killed)
-                } else {
-                    Ok(KillOutcome::TimedOut)
-                }
-            }
+            Some(limit) => self.wait_daemon_gone(session, limit),
         }
     }
 
@@ -904,7 +883,11 @@ impl Client {
 
     /// Records `kill_requested` under the lock, only if the record still holds
     /// `session`'s incarnation.
-    fn log_kill_requested(&self, session: &SessionRef, signal: i32) -> Result<(), ClientError> {
+    pub(crate) fn log_kill_requested(
+        &self,
+        session: &SessionRef,
+        signal: i32,
+    ) -> Result<(), ClientError> {
         let lock = self.registry.lock(&session.id, DEFAULT_LOCK_WAIT)?;
         let mut record = self.read_expecting(session)?;
         if record.restart.is_some() {
@@ -977,8 +960,97 @@ impl Client {
     }
 }
 
+/// The acts kill is made of, wherever the session lives ([`Client::kill`],
+/// [`Location::kill`](crate::Location::kill)).
+pub(crate) trait Kills {
+    /// A connection bound to the creation.
+    fn bind(&self) -> Result<Bound, ClientError>;
+    /// Whether its exit is recorded.
+    fn has_exited(&self) -> bool;
+    /// The fallback through the program's proven identity.
+    fn by_proof(
+        &self,
+        signal: i32,
+        wait: Option<Duration>,
+        draining: bool,
+        why: String,
+    ) -> Result<KillOutcome, ClientError>;
+}
+
+impl Kills for (&Client, &SessionRef) {
+    fn bind(&self) -> Result<Bound, ClientError> {
+        self.0.connect(self.1)
+    }
+    fn has_exited(&self) -> bool {
+        self.0.has_exited(self.1)
+    }
+    fn by_proof(
+        &self,
+        signal: i32,
+        wait: Option<Duration>,
+        draining: bool,
+        why: String,
+    ) -> Result<KillOutcome, ClientError> {
+        self.0.kill_fallback(self.1, signal, wait, draining, why)
+    }
+}
+
+/// kill (SPEC.md §5.6, §9.11), once for every location: the STOP through a bound
+/// connection, and when the daemon cannot be asked (its socket gone, no answer,
+/// every slot taken, or it closed before confirming the STOP while the program
+/// still runs), the fallback through the program's proven identity. Another stop
+/// under way (BIND refused as draining) gets our signal the same way.
+pub(crate) fn kill_through(
+    at: &impl Kills,
+    signal: i32,
+    wait: Option<Duration>,
+) -> Result<KillOutcome, ClientError> {
+    let mut bound = match at.bind() {
+        Ok(b) => b,
+        Err(ClientError::Daemon {
+            code: latch_wire::ErrorCode::Draining,
+            ..
+        }) => return at.by_proof(signal, wait, true, String::new()),
+        Err(e) => {
+            let Some(why) = crate::location::daemon_unreachable(&e) else {
+                return Err(e);
+            };
+            if matches!(e, ClientError::Unreachable { .. }) && at.has_exited() {
+                return Ok(KillOutcome::AlreadyExited);
+            }
+            return at.by_proof(signal, wait, false, why);
+        }
+    };
+    match bound.stop(signal) {
+        Ok(()) => {}
+        Err(ClientError::Daemon {
+            code: latch_wire::ErrorCode::Exited,
+            ..
+        }) => return Ok(KillOutcome::AlreadyExited),
+        // The daemon closed while confirming: the session ended under us (its
+        // daemon records the exit before closing), or the daemon died and the
+        // program still runs, for the fallback.
+        Err(e @ ClientError::Unreachable { .. }) => {
+            if at.has_exited() {
+                return Ok(KillOutcome::Killed);
+            }
+            let why = e.to_string();
+            return at.by_proof(signal, wait, false, why);
+        }
+        Err(e) => return Err(e),
+    }
+    match wait {
+        None => Ok(KillOutcome::Signaled),
+        Some(t) => Ok(if bound.wait_closed(t)? {
+            KillOutcome::Killed
+        } else {
+            KillOutcome::TimedOut
+        }),
+    }
+}
+
 /// What `kill` achieved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum KillOutcome {
     /// Signal delivered; not waited for.

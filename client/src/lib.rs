@@ -341,8 +341,10 @@
 #![deny(missing_docs)]
 
 // The bridge's request line (SPEC.md §12.2), shared with the fuzz targets.
+mod location;
 #[doc(hidden)]
-pub mod bridge_proto;
+pub mod remote;
+pub use location::{Found, Location, There};
 mod client;
 mod conn;
 mod create;

@@ -189,7 +189,7 @@ pub(crate) fn connect_err(path: &Path, e: io::Error) -> ClientError {
 
 /// Checks that the peer of `stream` runs as our effective uid (SPEC.md §5.5), before
 /// a byte is sent.
-pub(crate) fn check_peer_uid(stream: &impl std::os::fd::AsFd) -> Result<(), ClientError> {
+pub fn check_peer_uid(stream: &impl std::os::fd::AsFd) -> Result<(), ClientError> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
     let cred = getsockopt(stream, PeerCredentials).map_err(|e| {
         ClientError::unreachable(

@@ -451,7 +451,7 @@ fn timed_out(session: &SessionRef, condition: &Condition) -> ClientError {
 }
 
 /// The program ended: what an exit wait waited for, anything else's failure.
-fn ended(
+pub(crate) fn ended(
     session: &SessionRef,
     condition: &Condition,
     code: Option<i32>,

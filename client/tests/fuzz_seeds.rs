@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use latch_client::bridge_proto::{decode_request, Op};
+use latch_client::remote::proto::{decode_request, Op};
 use latch_client::{fuzzing, Receipt};
 
 fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
@@ -44,6 +44,7 @@ fn request_line_seeds_decode_and_cover_both_ops() {
         {
             Op::Exec { .. } => exec += 1,
             Op::Connect(_) => connect += 1,
+            _ => {}
         }
         fuzzing::request_line(&bytes);
     }

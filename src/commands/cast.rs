@@ -2,6 +2,7 @@
 //! --stop`, and `new --cast FILE`. The daemon writes the file; the CLI only names
 //! it, made absolute against the caller's working directory.
 
+use crate::commands::At;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -10,7 +11,7 @@ use latch_wire::{CastInfo, CastRequest, ClientFrame};
 use serde::Serialize;
 
 use crate::cli::TargetArgs;
-use crate::commands::{open_target, usage};
+use crate::commands::usage;
 
 /// `latch cast`: start or stop recording a running session as asciicast v2.
 #[derive(Debug, Args)]
@@ -65,23 +66,13 @@ impl From<CastInfo> for CastJson {
     }
 }
 
-/// `latch cast` on this host.
-pub(crate) fn run(root: Option<&PathBuf>, args: &CastArgs, json: bool) -> Result<i32, ClientError> {
-    let frame = frame(args, false)?;
-    let (client, target) = open_target(root, &args.target)?;
-    let mut bound = client.connect(&target.session)?;
+/// `latch cast`. Behind `--host` the file is the host's, so it must be absolute
+/// there (SPEC §4.8).
+pub(crate) fn run(at: &At, args: &CastArgs, json: bool) -> Result<i32, ClientError> {
+    let frame = frame(args, at.host_name().is_some())?;
+    let target = at.resolve(&args.target)?;
+    let mut bound = at.loc().connect(&target)?;
     answer(&mut bound, frame, args.stop, json)
-}
-
-/// `latch cast` through a connection bound to the creation behind `--host`: the
-/// file is on the host, so it must be absolute there.
-pub(crate) fn run_bound(
-    bound: &mut Bound,
-    args: &CastArgs,
-    json: bool,
-) -> Result<i32, ClientError> {
-    let frame = frame(args, true)?;
-    answer(bound, frame, args.stop, json)
 }
 
 fn frame(args: &CastArgs, remote: bool) -> Result<ClientFrame, ClientError> {

@@ -1,31 +1,35 @@
-//! `--host` and `HOST:ID`: every command on another host (SPEC.md §12). Registry
-//! operations run there (`latch bridge` exec) and print what they print; effects
-//! through a daemon (attach, peek, send, resize, status, kill) speak HELLO and BIND
-//! from here, through the bridge's relay; `ls` merges several hosts.
+//! `--host` and `HOST:ID`: routing to another host (SPEC.md §12). The commands
+//! that act on one session are written once against a location (`At`); here are
+//! only the route, the create there, the registry commands the host runs
+//! (`exec`), and the `ls` merge of several hosts.
 
-use std::time::Duration;
+use std::path::PathBuf;
 
 use clap::Parser;
-use latch_client::{
-    exit, AttachMode, Bound, ClientError, KillOutcome, Receipt, SessionStatus, UnreachableCause,
-};
-use latch_wire::{Incarnation, Owner};
+use latch_client::{exit, ClientError, Found, Receipt};
 use serde::Deserialize;
 
-use super::{lifecycle, parse_expect, parse_owner, registry_ops, sessions, turns, usage};
-use crate::cli::{Cli, Command, MetaOp, Preconditions, ReceiptOp, TargetArgs};
-use crate::remote::{self, ConnectRequest, Host, Relay};
-use crate::{attach, output, shapes};
+use super::{registry_ops, sessions, usage, At};
+use crate::cli::{Cli, Command, MetaOp, Preconditions, ReceiptOp};
+use crate::remote::{self, Host};
+use crate::{output, shapes};
 
 /// Where a command goes.
 #[derive(Debug)]
 pub(crate) struct Route {
     hosts: Vec<Host>,
     /// The REF as given, and without its `HOST:`.
-    reference: Option<(String, String)>,
+    pub(crate) reference: Option<(String, String)>,
     /// The receipt a host receipt names (SPEC.md §9.10), its host taken out: it
     /// travels in the request, never as a file name.
-    receipt: Option<Receipt>,
+    pub(crate) receipt: Option<Receipt>,
+}
+
+impl Route {
+    /// The one host a command other than `ls` goes to.
+    pub(crate) fn host(&self) -> &Host {
+        &self.hosts[0]
+    }
 }
 
 /// The REF of a command, if it takes one.
@@ -244,32 +248,24 @@ fn strip_host_of_ref(args: &mut [String], given: &str, rest: &str) -> Result<(),
 }
 
 fn one(route: &Route) -> &Host {
-    &route.hosts[0]
+    route.host()
 }
 
-/// The REF to send, without its `HOST:`.
-fn reference(route: &Route, given: &str) -> String {
-    match &route.reference {
-        Some((g, rest)) if g == given => rest.clone(),
-        _ => given.to_owned(),
-    }
-}
-
-pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
-    let json = cli.json;
-    let root = cli
-        .root
-        .as_ref()
+/// The commands the location does not carry: `ls` over hosts, a create there,
+/// and the registry commands the host runs itself.
+pub(crate) fn run(
+    route: Route,
+    root: Option<&PathBuf>,
+    json: bool,
+    command: Command,
+) -> Result<i32, ClientError> {
+    let root_arg = root
         .map(|p| {
             p.to_str()
                 .map(str::to_owned)
                 .ok_or_else(|| usage("--root is not UTF-8"))
         })
         .transpose()?;
-    let host = one(&route).clone();
-    let Some(command) = cli.command else {
-        return relay_exec(&route, false);
-    };
     if let Command::New(args) = &command {
         super::supervise::check_remote(&args.supervise)?;
         // The cast file is the host's: this directory means nothing there (SPEC §4.8).
@@ -280,7 +276,7 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
             tags,
             status,
             owner,
-        } => ls(&route.hosts, root, json, &tags, status, owner),
+        } => ls(&route.hosts, root_arg, json, &tags, status, owner),
         Command::Exec { .. }
         | Command::Up(_)
         | Command::Down(_)
@@ -295,290 +291,43 @@ pub(crate) fn run(route: Route, cli: Cli) -> Result<i32, ClientError> {
                 .as_deref()
                 .map(sessions::prepare_receipt)
                 .transpose()?;
-            let handled = attach::block_signals()?;
-            let new_args = new_args(&route)?;
-            let mut relay = remote::connect(
-                &host,
-                ConnectRequest {
-                    root,
-                    create: Some(new_args),
-                    ..ConnectRequest::default()
-                },
-            )?;
+            let handled = crate::attach::block_signals()?;
+            let at = At::open(root, Some(&route), &Preconditions::default())?;
+            let found = at.loc().create_there(new_args(&route)?)?;
             if let Some(path) = &receipt {
-                if let Some(code) = write_receipt(&relay, &host, path, json)? {
+                if let Some(code) = write_receipt(&found, one(&route), path, json)? {
                     return Ok(code);
                 }
             }
             if json || args.detached {
-                match &relay.target.created {
+                match &found.created {
                     Some(c) if json => println!("{c}"),
-                    _ => println!("{}", relay.target.session),
+                    _ => println!("{}", found.session),
                 }
             }
             if args.detached {
                 return Ok(exit::OK);
             }
-            let key = host_detach_key(&host, args.detach_key.as_deref(), &relay)?;
-            let bound = bind(&mut relay, None)?;
-            attach::attach_bound(handled, bound, false, key, 0, Some(host.as_str()))
-        }
-        Command::Attach {
-            reference: r,
-            pre,
-            read_only,
-            detach_key,
-            force,
-            history,
-        } => {
-            let Some(r) = r.or_else(|| route.receipt.as_ref().map(|r| r.id.to_string())) else {
-                return Err(usage("attach with --host needs a REF"));
-            };
-            let handled = attach::block_signals()?;
-            let mut relay = open_relay(&route, root, &reference(&route, &r), &pre, None)?;
-            // As locally (SPEC.md §12.3): never this terminal's own session, and the
-            // host's defaults for what the flags leave open.
-            sessions::refuse_inside(&relay.target.session, force)?;
-            let key = host_detach_key(&host, detach_key.as_deref(), &relay)?;
-            let history = sessions::choose_history(history, relay.target.defaults.attach_history);
-            if !relay.target.status.eq(&SessionStatus::Running) || relay_final(&relay) {
-                return show_remote_final(&relay);
-            }
-            let bound = bind(&mut relay, owner_of(&pre)?)?;
-            attach::attach_bound(handled, bound, read_only, key, history, Some(host.as_str()))
-        }
-        Command::Peek {
-            target,
-            plain: _,
-            ansi,
-            full,
-            wait,
-            timeout,
-            follow,
-            since,
-            raw,
-            picture,
-        } => {
-            if since.is_some() {
-                turns::check_flags(raw, json)?;
-            }
-            // Pictures are drawn here from the CAPTURE the relay brings (SPEC.md §12.3).
-            if let Some(format) = picture.format {
-                let sink = crate::pictures::Sink::open(format, &picture)?;
-                let mut relay = open_target(&route, root, &target, None)?;
-                if let Some(screen) = &relay.target.final_screen {
-                    return crate::pictures::draw_final(screen, full, &sink);
-                }
-                let bound = bind(&mut relay, owner_of(&target.pre)?)?;
-                return crate::pictures::draw_bound(bound, full, &sink);
-            }
-            let mut relay = open_target(&route, root.clone(), &target, None)?;
-            if relay_final(&relay) {
-                return show_remote_final(&relay);
-            }
-            let plain = !ansi;
-            let owner = owner_of(&target.pre)?;
-            let mut bound = bind(&mut relay, owner.clone())?;
-            if let Some(since) = since {
-                return turns::print_since(&mut bound, since, raw, json);
-            }
-            if follow {
-                let attached = bound.attach(0, 0, AttachMode::ReadOnly)?;
-                return sessions::follow_attached(attached, &relay.target.session.id, plain);
-            }
-            let opts = sessions::peek_options(plain, full);
-            match wait {
-                None => {
-                    sessions::print_screen(&bound.peek(opts)?)?;
-                    Ok(exit::OK)
-                }
-                // Scrollback is read only by PEEK: peek through this connection,
-                // woken by a read-only attachment through a second relay pinned to
-                // the same creation, as a local wait does (SPEC.md §12.3).
-                Some(text) if full => {
-                    let pinned = relay.target.session.to_string();
-                    let mut second = open_relay(&route, root, &pinned, &target.pre, None)?;
-                    let wake = bind(&mut second, owner)?
-                        .attach(0, 0, AttachMode::ReadOnly)?
-                        .reader;
-                    let screen = bound.wait_for_text(wake, &text, opts, timeout.0)?;
-                    sessions::print_screen(&screen)?;
-                    Ok(exit::OK)
-                }
-                Some(text) => wait_for_text(bound, &text, plain, timeout.0),
-            }
-        }
-        Command::Send {
-            target,
-            text,
-            keys,
-            deliver,
-        } if deliver.any() => {
-            let mut relay = open_target(&route, root.clone(), &target, None)?;
-            let owner = owner_of(&target.pre)?;
-            let bound = bind(&mut relay, owner.clone())?;
-            // The stream through a second relay pinned to the same creation.
-            let pinned = relay.target.session.to_string();
-            let mut second = open_relay(&route, root, &pinned, &target.pre, None)?;
-            let watch = bind(&mut second, owner)?;
-            let bytes = sessions::input_bytes(&text, keys);
-            super::send::send_over(bound, watch, bytes, &deliver, json)
-        }
-        Command::Send {
-            target, text, keys, ..
-        } => {
-            let mut relay = open_target(&route, root, &target, None)?;
-            let mut bound = bind(&mut relay, owner_of(&target.pre)?)?;
-            bound.send(&sessions::input_bytes(&text, keys))?;
-            Ok(exit::OK)
-        }
-        Command::Wait {
-            target,
-            text,
-            idle,
-            prompt,
-            exit: on_exit,
-            after,
-            timeout,
-        } => {
-            let condition = turns::condition(text, idle, prompt, on_exit);
-            let mut relay = open_target(&route, root.clone(), &target, None)?;
-            if relay_final(&relay) {
-                return show_remote_final(&relay);
-            }
-            let owner = owner_of(&target.pre)?;
-            let bound = bind(&mut relay, owner.clone())?;
-            // The output before the cut comes through a second relay pinned to the
-            // same creation, as a local wait's second connection (SPEC §12.3).
-            let pinned = relay.target.session.to_string();
-            let second = || {
-                let mut r = open_relay(&route, root, &pinned, &target.pre, None)?;
-                bind(&mut r, owner)
-            };
-            let waited = latch_client::wait_bound(bound, second, &condition, after, timeout.0);
-            turns::print_waited(&relay.target.session, &condition, waited?, json)
-        }
-        Command::Cast(args) => {
-            let mut relay = open_target(&route, root, &args.target, None)?;
-            let mut bound = bind(&mut relay, owner_of(&args.target.pre)?)?;
-            crate::commands::cast::run_bound(&mut bound, &args, json)
-        }
-        // run and commands over the relay, as locally (SPEC §4.7, §12.3).
-        Command::Run(args) => {
-            let command = super::run::command_line(&args.command);
-            let mut relay = open_target(&route, root, &args.target, None)?;
-            let bound = bind(&mut relay, owner_of(&args.target.pre)?)?;
-            let result = super::run::run_over(bound, &args, &command, json);
-            super::run::finish(result, &command, json)
-        }
-        Command::Commands(args) => {
-            let mut relay = open_target(&route, root, &args.target, None)?;
-            let mut bound = bind(&mut relay, owner_of(&args.target.pre)?)?;
-            super::run::print_commands(&mut bound, args.last, json)
-        }
-        Command::Resize { target, rows, cols } => {
-            latch_wire::limits::check_size(rows, cols).map_err(|e| usage(e.to_string()))?;
-            let mut relay = open_target(&route, root, &target, None)?;
-            bind(&mut relay, owner_of(&target.pre)?)?.resize(rows, cols)?;
-            Ok(exit::OK)
-        }
-        Command::Status { target } => {
-            let mut relay = open_target(&route, root, &target, None)?;
-            let t = &relay.target;
-            let (record, status) = (t.record.clone(), t.status.clone());
-            let daemon = match status {
-                SessionStatus::Exited { .. } | SessionStatus::Vanished => None,
-                _ => {
-                    let mut conn = relay.negotiate()?;
-                    let (st, output) = conn.status_full()?;
-                    check_daemon(&relay, &st, owner_of(&target.pre)?.as_ref())?;
-                    Some((st, output))
-                }
-            };
-            let (reply, output) = match daemon {
-                Some((reply, output)) => (Some(reply), output),
-                None => (None, None),
-            };
-            let casts = None;
-            registry_ops::print_status(
-                &record,
-                &status,
-                (reply.as_ref(), output.as_ref(), casts),
-                json,
-            )
-        }
-        Command::Kill {
-            target,
-            signal,
-            wait,
-            timeout,
-        } => {
-            let wait_for = wait.then_some(timeout.0);
-            let root_arg = root.clone();
-            let mut relay = match open_target(&route, root, &target, Some(signal)) {
-                Ok(relay) => relay,
-                // The host answers but its daemon cannot be asked: the host's own
-                // latch kills through the program's proven identity (SPEC.md §9.11).
-                Err(e) if daemon_unreachable(&e) => {
-                    let r = reference(&route, &target.reference);
-                    return kill_on_host(
-                        &route,
-                        root_arg.as_deref(),
-                        &r,
-                        &target.pre,
-                        signal,
-                        wait,
-                        timeout.0,
-                        json,
-                    );
-                }
-                Err(e) => return Err(e),
-            };
-            let session = relay.target.session.clone();
-            let owner = relay.target.record.owner.clone();
-            if !relay.target.status.eq(&SessionStatus::Running) && relay_final(&relay) {
-                return lifecycle::print_kill(&session, owner, KillOutcome::AlreadyExited, json);
-            }
-            let outcome = match kill(&mut relay, &target.pre, signal, wait_for) {
-                // The daemon could not be asked, or closed before confirming the
-                // STOP (the program ended under us, or the daemon died): the host's
-                // record tells; if the program still runs, the host's own latch
-                // ends it through its proven identity, pinned to this creation.
-                Err(e) if daemon_unreachable(&e) => {
-                    if exited_on_host(&route, root_arg.as_deref(), &session) {
-                        KillOutcome::Killed
-                    } else {
-                        let pinned = session.to_string();
-                        return kill_on_host(
-                            &route,
-                            root_arg.as_deref(),
-                            &pinned,
-                            &target.pre,
-                            signal,
-                            wait,
-                            timeout.0,
-                            json,
-                        );
-                    }
-                }
-                other => other?,
-            };
-            lifecycle::print_kill(&session, owner, outcome, json)
+            let key = sessions::choose_detach_key(
+                args.detach_key.as_deref(),
+                found.defaults.detach_key.as_deref(),
+                &at.defaults_file(),
+            )?;
+            crate::attach::interactive(handled, at.loc(), &found, false, key, 0)
         }
         Command::Receipt {
             op: ReceiptOp::Verify { .. },
         } if route.receipt.is_some() => {
             // The receipt's contents travel; the file's name stays here.
             let mut args = Vec::new();
-            if let Some(r) = root {
+            if let Some(r) = root_arg {
                 args.extend(["--root".to_owned(), r]);
             }
             if json {
                 args.push("--json".into());
             }
             args.extend(["receipt", "verify", "-"].map(str::to_owned));
-            let (code, _) = remote::exec(&host, args, route.receipt.clone(), None, None)?;
-            Ok(code)
+            exec_there(&route, args, None)
         }
         _ => relay_exec(&route, matches!(command, Command::Meta { .. })),
     }
@@ -616,13 +365,13 @@ fn new_args(route: &Route) -> Result<Vec<String>, ClientError> {
 /// Writes the receipt of the remote creation here, naming its host. If that fails,
 /// the session exists: printed as on success, and exit 11 (SPEC.md §9.10).
 fn write_receipt(
-    relay: &Relay,
+    found: &Found,
     host: &Host,
     path: &std::path::Path,
     json: bool,
 ) -> Result<Option<i32>, ClientError> {
-    let session = &relay.target.session;
-    let written = match relay.target.receipt.clone() {
+    let session = &found.session;
+    let written = match found.receipt.clone() {
         Some(mut r) if r.session() == *session => {
             r.host = Some(host.to_string());
             r.write(path)
@@ -635,7 +384,7 @@ fn write_receipt(
     let Err(e) = written else {
         return Ok(None);
     };
-    match &relay.target.created {
+    match &found.created {
         Some(c) if json => println!("{c}"),
         _ => println!("{session}"),
     }
@@ -648,317 +397,29 @@ fn write_receipt(
 /// Runs this command's own arguments on the host (SPEC.md §12.2 exec).
 /// With `patch`, stdin is a `meta patch`: read (bounded) and checked here, before
 /// ssh starts, and sent after the request line.
-fn relay_exec(route: &Route, patch: bool) -> Result<i32, ClientError> {
+pub(crate) fn relay_exec(route: &Route, patch: bool) -> Result<i32, ClientError> {
     let args = forwarded_args(route)?;
     let input = if patch {
         Some(registry_ops::read_patch(std::io::stdin())?.into_bytes())
     } else {
         None
     };
-    let (code, _) = remote::exec(one(route), args, route.receipt.clone(), input, None)?;
-    Ok(code)
+    exec_there(route, args, input)
 }
 
-/// The detach key of an attach on `host`: the flag, else the host's `detachKey`,
-/// else `^\`.
-fn host_detach_key(
-    host: &Host,
-    flag: Option<&str>,
-    relay: &Relay,
-) -> Result<Option<u8>, ClientError> {
-    let file = format!("the defaults.json of host {host}");
-    sessions::choose_detach_key(flag, relay.target.defaults.detach_key.as_deref(), &file)
-}
-
-fn owner_of(pre: &Preconditions) -> Result<Option<Owner>, ClientError> {
-    parse_owner(pre.owner.as_deref())
-}
-
-fn open_target(
+/// `exec` of `args` on the route's host, its output copied to ours.
+fn exec_there(
     route: &Route,
-    root: Option<String>,
-    target: &TargetArgs,
-    kill: Option<i32>,
-) -> Result<Relay, ClientError> {
-    open_relay(
-        route,
-        root,
-        &reference(route, &target.reference),
-        &target.pre,
-        kill,
-    )
-}
-
-/// Asks the host's bridge for the REF under the preconditions; `--expect` is sent
-/// along and checked here again (BIND checks it a third time, at the daemon).
-fn open_relay(
-    route: &Route,
-    root: Option<String>,
-    reference: &str,
-    pre: &Preconditions,
-    kill: Option<i32>,
-) -> Result<Relay, ClientError> {
-    let mut expect = parse_expect(pre)?;
-    owner_of(pre)?;
-    // A host receipt pins the creation (SPEC.md §9.10): its incarnation is the
-    // precondition here, at the bridge (with the receipt) and in BIND.
-    if let Some(r) = &route.receipt {
-        if expect.is_some_and(|w| !w.ct_eq(&r.incarnation)) {
-            return Err(usage("--expect and --receipt name different incarnations"));
-        }
-        expect = Some(r.incarnation);
-    }
-    let relay = remote::connect(
-        one(route),
-        ConnectRequest {
-            root,
-            reference: Some(reference.to_owned()),
-            kill,
-            expect: expect.map(|e| e.to_string()),
-            receipt: route.receipt.clone(),
-            ..ConnectRequest::default()
-        },
-    )?;
-    check_expect(&relay, expect.as_ref())?;
-    Ok(relay)
-}
-
-fn check_expect(relay: &Relay, expect: Option<&Incarnation>) -> Result<(), ClientError> {
-    let s = &relay.target.session;
-    match expect {
-        Some(want) if !want.ct_eq(&s.incarnation) => {
-            Err(ClientError::replaced(&s.id, *want, Some(s.incarnation)))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// The daemon's STATUS must name the creation resolved, and the owner required.
-fn check_daemon(
-    relay: &Relay,
-    st: &latch_wire::StatusReply,
-    owner: Option<&Owner>,
-) -> Result<(), ClientError> {
-    let s = &relay.target.session;
-    if !s.matches(&latch_wire::SessionRef::new(st.id.clone(), st.incarnation)) {
-        return Err(ClientError::replaced(
-            &s.id,
-            s.incarnation,
-            Some(st.incarnation),
-        ));
-    }
-    if let Some(want) = owner {
-        if st.owner.as_ref() != Some(want) {
-            return Err(ClientError::NotOwner {
-                id: s.id.clone(),
-                expected: want.clone(),
-                actual: st.owner.clone(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// HELLO, STATUS (with an owner precondition) and BIND through the relay, end to
-/// end with the remote daemon (SPEC.md §12.5).
-fn bind(relay: &mut Relay, owner: Option<Owner>) -> Result<Bound, ClientError> {
-    let mut conn = relay.negotiate()?;
-    if owner.is_some() {
-        let st = conn.status()?;
-        check_daemon(relay, &st, owner.as_ref())?;
-    }
-    conn.bind(&relay.target.session)
-}
-
-/// Whether the bridge found the daemon gone and sent the final screen instead.
-fn relay_final(relay: &Relay) -> bool {
-    relay.target.final_screen.is_some()
-}
-
-/// An ended remote session: its final screen and the program's code (as locally,
-/// SPEC.md §9.15), else why it cannot be reached.
-fn show_remote_final(relay: &Relay) -> Result<i32, ClientError> {
-    let id = &relay.target.session.id;
-    let Some(screen) = &relay.target.final_screen else {
-        return Err(ClientError::unreachable(
-            UnreachableCause::Exited,
-            format!("session {id} is {}", relay.target.status),
-        ));
+    args: Vec<String>,
+    input: Option<Vec<u8>>,
+) -> Result<i32, ClientError> {
+    let op = remote::Op::Exec {
+        args,
+        receipt: route.receipt.clone(),
     };
-    let tty = nix::unistd::isatty(std::io::stdout()).unwrap_or(false);
-    sessions::print_screen(if tty { &screen.ansi } else { &screen.plain }.as_bytes())?;
-    let (code, signal) = (screen.exit.code, screen.exit.signal);
-    eprintln!("{}", attach::ended_line(id, code, signal));
-    Ok(attach::program_code(code, signal))
-}
-
-/// `peek --wait` through one relay: a read-only attachment, its screen applied to
-/// an emulator here, checked after every output (no polling).
-fn wait_for_text(
-    bound: Bound,
-    text: &str,
-    plain: bool,
-    timeout: Duration,
-) -> Result<i32, ClientError> {
-    let deadline = std::time::Instant::now() + timeout;
-    let attached = bound.attach(0, 0, AttachMode::ReadOnly)?;
-    let mut emu = latch_screen::Emulator::new(attached.rows, attached.cols, 0);
-    emu.process(&attached.screen);
-    let mut reader = attached.reader;
-    loop {
-        if latch_screen::capture(&mut emu, true, false, usize::MAX).contains(text) {
-            let screen = latch_screen::capture(&mut emu, plain, false, usize::MAX);
-            sessions::print_screen(screen.as_bytes())?;
-            return Ok(exit::OK);
-        }
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(ClientError::TimedOut(format!(
-                "{text:?} did not appear within {timeout:?}"
-            )));
-        }
-        reader.set_timeout(Some(left))?;
-        match reader.next_event() {
-            Ok(latch_client::AttachEvent::Output(b)) => emu.process(&b),
-            Ok(latch_client::AttachEvent::Geometry { rows, cols }) => {
-                emu = latch_screen::Emulator::new(rows, cols, 0);
-            }
-            Ok(latch_client::AttachEvent::Screen(b)) => emu.process(&b),
-            Ok(latch_client::AttachEvent::Cut(_)) => {}
-            Ok(latch_client::AttachEvent::Exit(s)) => {
-                return Err(ClientError::unreachable(
-                    UnreachableCause::Exited,
-                    format!("the session ended ({s:?}) before showing {text:?}"),
-                ))
-            }
-            Ok(latch_client::AttachEvent::Error { code, detail }) => {
-                return Err(ClientError::Daemon { code, detail })
-            }
-            Ok(_) => {
-                return Err(ClientError::unreachable(
-                    UnreachableCause::Closed,
-                    "the daemon closed the connection",
-                ))
-            }
-            Err(ClientError::Unreachable {
-                cause: UnreachableCause::TimedOut,
-                ..
-            }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Whether `e` says the host answered but its session's daemon could not be asked
-/// (its socket gone, no answer, every connection slot taken): a case for the
-/// host's own kill fallback, not a failure of the host.
-fn daemon_unreachable(e: &ClientError) -> bool {
-    match e {
-        ClientError::Unreachable { cause, .. } => matches!(
-            cause,
-            UnreachableCause::NotListening | UnreachableCause::TimedOut | UnreachableCause::Closed
-        ),
-        ClientError::Daemon { code, .. } => matches!(
-            code,
-            latch_wire::ErrorCode::TooManyConnections | latch_wire::ErrorCode::HandshakeTimeout
-        ),
-        _ => false,
-    }
-}
-
-/// Runs `kill` on the host itself for `reference` (pinned to a creation when it is
-/// known), with the same preconditions: the host's latch signals the program's
-/// proven identity under the session lock when its daemon cannot be asked.
-#[allow(clippy::too_many_arguments)]
-fn kill_on_host(
-    route: &Route,
-    root: Option<&str>,
-    reference: &str,
-    pre: &Preconditions,
-    signal: i32,
-    wait: bool,
-    timeout: Duration,
-    json: bool,
-) -> Result<i32, ClientError> {
-    let mut args = Vec::new();
-    if let Some(root) = root {
-        args.extend(["--root".to_owned(), root.to_owned()]);
-    }
-    if json {
-        args.push("--json".to_owned());
-    }
-    args.extend([
-        "kill".to_owned(),
-        reference.to_owned(),
-        "--signal".to_owned(),
-        signal.to_string(),
-    ]);
-    if wait {
-        args.extend([
-            "--wait".to_owned(),
-            "--timeout".to_owned(),
-            // Bare seconds: what every latch's --timeout reads.
-            timeout.as_secs_f64().to_string(),
-        ]);
-    }
-    if let Some(e) = &pre.expect {
-        args.extend(["--expect".to_owned(), e.clone()]);
-    }
-    if let Some(o) = &pre.owner {
-        args.extend(["--owner".to_owned(), o.clone()]);
-    }
-    let receipt = route.receipt.clone();
-    if receipt.is_some() {
-        args.extend(["--receipt".to_owned(), "-".to_owned()]);
-    }
-    let (code, _) = remote::exec(one(route), args, receipt, None, None)?;
+    let there = remote::remote(one(route));
+    let (_, code, _) = remote::request(&there, op, remote::ANY, input, remote::Sink::Stdout)?;
     Ok(code)
-}
-
-/// Whether the host's record says that exact creation has exited (a relayed
-/// `status --json ID@INCARNATION`).
-fn exited_on_host(route: &Route, root: Option<&str>, session: &latch_wire::SessionRef) -> bool {
-    let mut args = Vec::new();
-    if let Some(root) = root {
-        args.extend(["--root".to_owned(), root.to_owned()]);
-    }
-    args.extend([
-        "status".to_owned(),
-        "--json".to_owned(),
-        session.to_string(),
-    ]);
-    match remote::exec(one(route), args, None, None, Some(remote::Answer::Status)) {
-        Ok((code, out)) if code == exit::OK => {
-            serde_json::from_slice::<serde_json::Value>(&out).is_ok_and(|v| v["status"] == "exited")
-        }
-        _ => false,
-    }
-}
-
-/// kill's STOP, end to end (SPEC.md §5.6, §12.5).
-fn kill(
-    relay: &mut Relay,
-    pre: &Preconditions,
-    signal: i32,
-    wait: Option<Duration>,
-) -> Result<KillOutcome, ClientError> {
-    let mut bound = bind(relay, owner_of(pre)?)?;
-    match bound.stop(signal) {
-        Ok(()) => {}
-        Err(ClientError::Daemon {
-            code: latch_wire::ErrorCode::Exited,
-            ..
-        }) => return Ok(KillOutcome::AlreadyExited),
-        Err(e) => return Err(e),
-    }
-    match wait {
-        None => Ok(KillOutcome::Signaled),
-        Some(t) => Ok(if bound.wait_closed(t)? {
-            KillOutcome::Killed
-        } else {
-            KillOutcome::TimedOut
-        }),
-    }
 }
 
 /// One `ls --json` element as another host's latch printed it.
@@ -1104,7 +565,12 @@ fn ls(
 }
 
 fn ls_one(host: &Host, args: Vec<String>) -> Result<Vec<serde_json::Value>, ClientError> {
-    let (code, out) = remote::exec(host, args, None, None, Some(remote::Answer::Ls))?;
+    let op = remote::Op::Exec {
+        args,
+        receipt: None,
+    };
+    let sink = remote::Sink::Capture(remote::Answer::Ls);
+    let (_, code, out) = remote::request(&remote::remote(host), op, remote::ANY, None, sink)?;
     let value: serde_json::Value = serde_json::from_slice(&out).map_err(|e| {
         ClientError::protocol(
             latch_client::Mismatch::Remote,

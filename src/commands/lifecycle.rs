@@ -1,5 +1,6 @@
 //! Lifecycle: kill, rm, restart, gc, exec, and the hidden daemon entry point.
 
+use crate::commands::At;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,16 +12,19 @@ use crate::cli::TargetArgs;
 use crate::output;
 use crate::shapes::{self, ActionJson, CreatedJson, RestartedJson};
 
+/// `kill` (SPEC.md §9.11), wherever the session lives: `kill_requested` recorded
+/// as it resolves, the STOP end to end, the fallback through the program's proven
+/// identity where its registry is.
 pub(crate) fn kill(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     sig: i32,
     wait: Option<Duration>,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
-    let outcome = client.kill(&target.session, sig, wait)?;
-    print_kill(&target.session, target.record.owner.clone(), outcome, json)
+    let found = at.resolve_for_kill(target, sig)?;
+    let outcome = at.loc().kill(&found, sig, wait)?;
+    print_kill(&found.session, found.record.owner.clone(), outcome, json)
 }
 
 /// Prints a kill's outcome; `timed-out` is exit 6 (SPEC.md §9.11).

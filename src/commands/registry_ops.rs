@@ -1,5 +1,7 @@
 //! Registry operations: ls, status, tag, rename, meta patch, receipt verify.
 
+use crate::commands::At;
+use latch_client::{Found, Location};
 use std::path::PathBuf;
 
 use latch_client::{exit, Client, ClientError, Entry, MetaPatch, SessionStatus, Target};
@@ -129,13 +131,9 @@ pub(crate) fn summary(root: Option<&PathBuf>, json: bool) -> Result<i32, ClientE
     Ok(exit::OK)
 }
 
-pub(crate) fn status(
-    root: Option<&PathBuf>,
-    target: &TargetArgs,
-    json: bool,
-) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
-    let (derived, reply, output, casts) = status_parts(&client, &target)?;
+pub(crate) fn status(at: &At, target: &TargetArgs, json: bool) -> Result<i32, ClientError> {
+    let target = at.resolve(target)?;
+    let (derived, reply, output, casts) = status_at(at.loc(), &target)?;
     print_status(
         &target.record,
         &derived,
@@ -153,16 +151,22 @@ pub(crate) type StatusParts = (
     Option<Vec<crate::commands::cast::CastJson>>,
 );
 
-/// [`StatusParts`] of one resolved session.
+/// [`StatusParts`] of one session resolved in this registry.
 pub(crate) fn status_parts(client: &Client, target: &Target) -> Result<StatusParts, ClientError> {
-    let derived = latch_client::derive_status(&target.record);
+    let found = Location::Here(client).resolve(&target.session.to_string(), None, None)?;
+    status_at(Location::Here(client), &found)
+}
+
+/// [`StatusParts`] of one resolved session, wherever it lives.
+pub(crate) fn status_at(loc: Location<'_>, target: &Found) -> Result<StatusParts, ClientError> {
+    let derived = target.status.clone();
     // An ended session (exited, or its daemon vanished) is reported from its
     // record, with how to remove it; only a running one is asked (STATUS is a
     // query, legal before BIND and while the session drains), and the daemon must
     // be the creation resolved.
     let daemon = match derived {
         SessionStatus::Exited { .. } | SessionStatus::Vanished => None,
-        _ => Some(client.status_full_of(&target.session)?),
+        _ => Some(loc.status_full(target)?),
     };
     let (reply, output) = match daemon {
         Some((reply, output)) => (Some(reply), output),
@@ -170,8 +174,8 @@ pub(crate) fn status_parts(client: &Client, target: &Target) -> Result<StatusPar
     };
     // Recordings (SPEC §4.8), from a daemon of version 3 that still runs.
     let casts = match &output {
-        Some(_) => client
-            .connect(&target.session)
+        Some(_) => loc
+            .connect(target)
             .ok()
             .and_then(|mut b| crate::commands::cast::casts_of(&mut b)),
         None => None,

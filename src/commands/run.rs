@@ -1,7 +1,7 @@
 //! `run` and `commands` (SPEC §4.7): a command typed into a shell and exactly
 //! what it did, and the command blocks the daemon saw.
 
-use std::path::PathBuf;
+use crate::commands::At;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,6 @@ use latch_screen::PlainStream;
 use serde::Serialize;
 
 use crate::cli::{Dur, TargetArgs};
-use crate::commands::open_target;
 use crate::shapes::{self, RangeJson};
 
 /// The most output `run --json` carries, in bytes of raw output (the newest are
@@ -127,23 +126,23 @@ fn count_interrupts() -> Option<Arc<AtomicU32>> {
 /// `run` (SPEC §4.7). Without `--json`: the command's output as plain text as it
 /// comes, and its exit code; when latch fails, 255 with latch's class on stderr.
 /// With `--json`: latch's exit codes, and the `run` shape.
-pub(crate) fn run(root: Option<&PathBuf>, args: &RunArgs, json: bool) -> Result<i32, ClientError> {
+pub(crate) fn run(at: &At, args: &RunArgs, json: bool) -> Result<i32, ClientError> {
     let command = command_line(&args.command);
-    let result = run_local(root, args, &command, json);
+    let result = run_at(at, args, &command, json);
     finish(result, &command, json)
 }
 
-fn run_local(
-    root: Option<&PathBuf>,
+fn run_at(
+    at: &At,
     args: &RunArgs,
     command: &str,
     json: bool,
 ) -> Result<(latch_wire::SessionRef, RunResult, Collected), ClientError> {
-    let (client, target) = open_target(root, &args.target)?;
+    let target = at.resolve(&args.target)?;
     let interrupts = count_interrupts();
     let mut collected = Collected::new(json);
-    let res = client.run(
-        &target.session,
+    let res = at.loc().run(
+        &target,
         command,
         &options(args),
         interrupts.as_deref(),
@@ -159,26 +158,6 @@ pub(crate) fn options(args: &RunArgs) -> RunOptions {
             .map_or(Duration::from_secs(100 * 365 * 86_400), |d| d.0),
         marker: args.marker,
     }
-}
-
-/// `run` through a connection bound elsewhere (`--host`).
-pub(crate) fn run_over(
-    bound: latch_client::Bound,
-    args: &RunArgs,
-    command: &str,
-    json: bool,
-) -> Result<(latch_wire::SessionRef, RunResult, Collected), ClientError> {
-    let session = bound.target().clone();
-    let interrupts = count_interrupts();
-    let mut collected = Collected::new(json);
-    let res = latch_client::run_bound(
-        bound,
-        command,
-        &options(args),
-        interrupts.as_deref(),
-        &mut |b| collected.push(b),
-    )?;
-    Ok((session, res, collected))
 }
 
 /// The output as it comes: streamed as plain text, or kept (capped) for JSON.
@@ -285,13 +264,9 @@ pub(crate) fn run_json(
 }
 
 /// `commands REF [--last N]` (SPEC §4.7): the command blocks the daemon keeps.
-pub(crate) fn commands(
-    root: Option<&PathBuf>,
-    args: &CommandsArgs,
-    json: bool,
-) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, &args.target)?;
-    let mut bound = client.connect(&target.session)?;
+pub(crate) fn commands(at: &At, args: &CommandsArgs, json: bool) -> Result<i32, ClientError> {
+    let target = at.resolve(&args.target)?;
+    let mut bound = at.loc().connect(&target)?;
     print_commands(&mut bound, args.last, json)
 }
 

@@ -1,6 +1,7 @@
 //! `send` with delivery options (SPEC §4.7): `--paste`, `--submit`,
 //! `--when-ready`, `--wait-idle`/`--wait-text`, `--file -`, `--json`.
 
+use crate::commands::At;
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -9,7 +10,7 @@ use latch_client::{exit, After, Bound, ClientError, SendOptions, Sent};
 use serde::Serialize;
 
 use crate::cli::{Dur, TargetArgs};
-use crate::commands::{open_target, usage};
+use crate::commands::usage;
 use crate::shapes::{self, RangeJson};
 
 /// The most text `--file -` reads (it is sent whole, in INPUT frames).
@@ -96,17 +97,17 @@ pub struct SentJson {
     pub output_range: RangeJson,
 }
 
-/// A delivered `send` (local).
+/// A delivered `send`: one connection types, a second watches.
 pub(crate) fn send(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     text: Vec<u8>,
     deliver: &DeliverArgs,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
-    let bound = client.connect(&target.session)?;
-    let watch = client.connect(&target.session)?;
+    let found = at.resolve(target)?;
+    let bound = at.loc().connect(&found)?;
+    let watch = at.loc().connect(&found)?;
     send_over(bound, watch, text, deliver, json)
 }
 

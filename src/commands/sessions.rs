@@ -7,13 +7,14 @@ use std::time::Duration;
 use std::path::Path;
 
 use latch_client::{
-    exit, AttachEvent, AttachMode, Client, ClientError, Entry, NewSession, PeekFormat, PeekOptions,
-    PeekScope, SessionStatus, Target, UnreachableCause,
+    exit, AttachEvent, AttachMode, Client, ClientError, Entry, Found, Location, NewSession,
+    PeekFormat, PeekOptions, PeekScope, SessionStatus, Target, UnreachableCause,
 };
 use latch_registry::shell::Integration;
 use latch_wire::{LegacyPolicy, SessionId, SessionRef};
 
-use super::{open, open_for, open_target, parse_kv, parse_owner, resolve, usage};
+use super::at::At;
+use super::{open, parse_kv, parse_owner, usage};
 use crate::cli::{NewArgs, Preconditions, TargetArgs};
 use crate::shapes::{self, CreatedJson};
 use crate::{attach, keys};
@@ -249,7 +250,15 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
         return Ok(exit::OK);
     }
     refuse_inside(&target.session, false)?;
-    attach::interactive(&client, &target.session, false, key, 0)
+    attach_here(&client, &target.session, key)
+}
+
+/// Attaches to a creation of this registry (after `new`).
+fn attach_here(client: &Client, session: &SessionRef, key: Option<u8>) -> Result<i32, ClientError> {
+    let handled = attach::block_signals()?;
+    let here = Location::Here(client);
+    let found = here.resolve(&session.to_string(), Some(session.incarnation), None)?;
+    attach::interactive(handled, here, &found, false, key, 0)
 }
 
 /// After a creation: the receipt, the output, the name note, then attach.
@@ -290,7 +299,7 @@ fn created_session(
     if args.detached {
         return Ok(exit::OK);
     }
-    attach::interactive(client, &session, false, key, 0)
+    attach_here(client, &session, key)
 }
 
 /// The running session used most recently (its terminal's last input or output,
@@ -358,7 +367,7 @@ fn last_used_ms(record: &latch_registry::Record) -> u64 {
 }
 
 pub(crate) fn attach(
-    root: Option<&PathBuf>,
+    at: &At,
     reference: Option<&str>,
     pre: &Preconditions,
     read_only: bool,
@@ -366,37 +375,38 @@ pub(crate) fn attach(
     force: bool,
     history: Option<usize>,
 ) -> Result<i32, ClientError> {
-    let client = open_for(root, pre)?;
-    let reference = match (reference, &pre.receipt) {
-        (Some(r), _) => r.to_owned(),
-        (None, Some(path)) => super::load_receipt(&client, path)?.id.to_string(),
-        (None, None) => most_recent(&client)?,
+    let reference = match (reference, at.receipt(pre)?, at.loc().client()) {
+        (Some(r), _, _) => r.to_owned(),
+        (None, Some(r), _) => r.id.to_string(),
+        (None, None, Some(client)) => most_recent(client)?,
+        (None, None, None) => return Err(usage("attach with --host needs a REF")),
     };
-    let target = resolve(
-        &client,
-        &TargetArgs {
-            reference,
-            pre: pre.clone(),
-        },
+    let handled = attach::block_signals()?;
+    let found = at.resolve_ref(&reference, pre)?;
+    // Never this terminal's own session; the defaults of the session's registry
+    // for what the flags leave open (SPEC.md §12.3).
+    refuse_inside(&found.session, force)?;
+    let key = choose_detach_key(
+        detach_key_flag,
+        found.defaults.detach_key.as_deref(),
+        &at.defaults_file(),
     )?;
-    refuse_inside(&target.session, force)?;
-    let key = detach_key(&client, detach_key_flag)?;
-    let history = choose_history(history, client.registry().defaults()?.attach_history);
-    attach::interactive(&client, &target.session, read_only, key, history)
+    let history = choose_history(history, found.defaults.attach_history);
+    attach::interactive(handled, at.loc(), &found, read_only, key, history)
 }
 
 pub(crate) fn send(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     text: &[String],
     as_keys: bool,
 ) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
+    let found = at.resolve(target)?;
     let bytes = input_bytes(text, as_keys);
-    if !client.send(&target.session, &bytes)? {
+    if !at.loc().send(&found, &bytes)? {
         eprintln!(
             "latch: session {} ended while the input was being confirmed",
-            target.session.id
+            found.session.id
         );
     }
     Ok(exit::OK)
@@ -415,14 +425,14 @@ pub(crate) fn input_bytes(text: &[String], as_keys: bool) -> Vec<u8> {
 }
 
 pub(crate) fn resize(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     rows: u16,
     cols: u16,
 ) -> Result<i32, ClientError> {
     latch_wire::limits::check_size(rows, cols).map_err(|e| usage(e.to_string()))?;
-    let (client, target) = open_target(root, target)?;
-    client.connect(&target.session)?.resize(rows, cols)?;
+    let found = at.resolve(target)?;
+    at.loc().connect(&found)?.resize(rows, cols)?;
     Ok(exit::OK)
 }
 
@@ -436,7 +446,7 @@ pub(crate) fn print_screen(screen: &[u8]) -> Result<(), ClientError> {
 }
 
 pub(crate) fn peek(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     plain: bool,
     full: bool,
@@ -444,43 +454,30 @@ pub(crate) fn peek(
     timeout: Duration,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
+    let found = at.resolve(target)?;
+    let loc = at.loc();
+    let opts = peek_options(plain, full);
     if json && wait.is_none() {
-        if let Ok(mut bound) = client.connect(&target.session) {
-            let opts = peek_options(plain, full);
+        if let Ok(mut bound) = loc.connect(&found) {
             return super::turns::print_peek_json(&mut bound, opts);
         }
     }
-    peek_target(&client, &target, plain, full, wait, timeout)
-}
-
-fn peek_target(
-    client: &Client,
-    target: &Target,
-    plain: bool,
-    full: bool,
-    wait: Option<&str>,
-    timeout: Duration,
-) -> Result<i32, ClientError> {
-    let opts = peek_options(plain, full);
     let Some(text) = wait else {
-        let mut bound = match client.connect(&target.session) {
+        let mut bound = match loc.connect(&found) {
             Ok(b) => b,
-            Err(e) => return peek_exited(client, target, plain, full, wait, e),
+            Err(e) => return peek_exited(loc, &found, plain, full, wait, e),
         };
         print_screen(&bound.peek(opts)?)?;
         return Ok(exit::OK);
     };
-    // Event-driven (Client::wait_for_text): a read-only attachment wakes the wait
-    // on every output. A session that ends first may still have shown the text.
-    match client.wait_for_text(&target.session, text, opts, timeout) {
+    // Event-driven (Location::wait_for_text): a read-only attachment wakes the
+    // wait on every output. A session that ends first may still have shown the text.
+    match loc.wait_for_text(&found, text, opts, timeout) {
         Ok(screen) => {
             print_screen(&screen)?;
             Ok(exit::OK)
         }
-        Err(e @ ClientError::Unreachable { .. }) => {
-            peek_exited(client, target, plain, full, wait, e)
-        }
+        Err(e @ ClientError::Unreachable { .. }) => peek_exited(loc, &found, plain, full, wait, e),
         Err(e) => Err(e),
     }
 }
@@ -501,14 +498,14 @@ pub(crate) fn peek_options(plain: bool, full: bool) -> PeekOptions {
 }
 
 fn peek_exited(
-    client: &Client,
-    target: &Target,
+    loc: Location<'_>,
+    target: &Found,
     plain: bool,
     full: bool,
     wait: Option<&str>,
     e: ClientError,
 ) -> Result<i32, ClientError> {
-    let screen = final_screen(client, target, e)?;
+    let screen = ended_screen(loc, target, e)?;
     let text = final_text(&screen, plain, full);
     let id = &target.session.id;
     let (code, signal) = (screen.exit.code, screen.exit.signal);
@@ -545,30 +542,36 @@ pub(crate) fn final_screen(
     target: &Target,
     e: ClientError,
 ) -> Result<latch_registry::FinalScreen, ClientError> {
+    let found = Location::Here(client).resolve(&target.session.to_string(), None, None)?;
+    ended_screen(Location::Here(client), &found, e)
+}
+
+/// The kept final screen when `e` is because the program exited; else `e`.
+pub(crate) fn ended_screen(
+    loc: Location<'_>,
+    target: &Found,
+    e: ClientError,
+) -> Result<latch_registry::FinalScreen, ClientError> {
     if !matches!(e, ClientError::Unreachable { .. }) {
         return Err(e);
     }
-    client.final_screen(&target.session)?.ok_or(e)
+    loc.final_screen(target)?.ok_or(e)
 }
 
 /// `peek --follow`: the screen, then new output as it comes (escapes stripped with
 /// `plain`), until the program exits; then `[ID exited with code N]` on stderr and
 /// its exit code (128 + N for signal N).
-pub(crate) fn peek_follow(
-    root: Option<&PathBuf>,
-    target: &TargetArgs,
-    plain: bool,
-) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
-    let (client, target) = (&client, &target);
-    let id = &target.session.id;
-    let attached = match client
-        .connect(&target.session)
+pub(crate) fn peek_follow(at: &At, target: &TargetArgs, plain: bool) -> Result<i32, ClientError> {
+    let found = at.resolve(target)?;
+    let loc = at.loc();
+    let id = &found.session.id;
+    let attached = match loc
+        .connect(&found)
         .and_then(|b| b.attach(0, 0, AttachMode::ReadOnly))
     {
         Ok(a) => a,
         Err(e) => {
-            let screen = final_screen(client, target, e)?;
+            let screen = ended_screen(loc, &found, e)?;
             print_screen(if plain { &screen.plain } else { &screen.ansi }.as_bytes())?;
             let (code, signal) = (screen.exit.code, screen.exit.signal);
             eprintln!("{}", attach::ended_line(id, code, signal));

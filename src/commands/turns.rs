@@ -1,13 +1,13 @@
 //! Commands on a creation's output by output cursor (SPEC §4.7): `peek --since`,
 //! `wait`. Each is written once, against a bound connection, local or `--host`.
 
-use std::path::PathBuf;
+use crate::commands::At;
 
 use latch_client::{exit, Bound, ClientError, Condition, Waited};
 use latch_screen::PlainStream;
 
 use crate::cli::TargetArgs;
-use crate::commands::{open_target, usage};
+use crate::commands::usage;
 use crate::shapes::{self, OutputJson, RangeJson, WaitedJson};
 
 /// How much one OUTPUT_SINCE asks for; the daemon answers at most
@@ -21,15 +21,15 @@ const CHUNK: u32 = 1 << 20;
 /// creation only when REF is `ID@INCARNATION` or `--expect` is given: the BIND
 /// then refuses a replaced creation (exit 4).
 pub(crate) fn peek_since(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     since: u64,
     raw: bool,
     json: bool,
 ) -> Result<i32, ClientError> {
     check_flags(raw, json)?;
-    let (client, target) = open_target(root, target)?;
-    let mut bound = client.connect(&target.session)?;
+    let found = at.resolve(target)?;
+    let mut bound = at.loc().connect(&found)?;
     print_since(&mut bound, since, raw, json)
 }
 
@@ -108,16 +108,16 @@ pub(crate) fn condition(
 
 /// `wait REF CONDITION` (SPEC §4.7): evaluated on the daemon's stream.
 pub(crate) fn wait(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     condition: &Condition,
     after: Option<u64>,
     timeout: std::time::Duration,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
-    let waited = client.wait(&target.session, condition, after, timeout)?;
-    print_waited(&target.session, condition, waited, json)
+    let found = at.resolve(target)?;
+    let waited = at.loc().wait(&found, condition, after, timeout)?;
+    print_waited(&found.session, condition, waited, json)
 }
 
 /// What `wait` prints once the condition held: the output cursor (with `--exit`,

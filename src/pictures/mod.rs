@@ -212,18 +212,20 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PictureError> {
 }
 
 /// `peek REF --format F`, here.
+/// Pictures of another host's screen are drawn here, from the CAPTURE its daemon
+/// cuts (SPEC.md §12.3).
 pub(crate) fn peek(
-    root: Option<&PathBuf>,
+    at: &crate::commands::At,
     target: &TargetArgs,
     full: bool,
     format: Format,
     args: &PictureArgs,
 ) -> Result<i32, ClientError> {
     let sink = Sink::open(format, args)?;
-    let (client, target) = crate::commands::open_target(root, target)?;
-    match client.connect(&target.session) {
+    let found = at.resolve(target)?;
+    match at.loc().connect(&found) {
         Ok(bound) => draw_bound(bound, full, &sink),
-        Err(e) => draw_exited(&client, &target, e, full, &sink),
+        Err(e) => draw_exited(at.loc(), &found, e, full, &sink),
     }
 }
 
@@ -237,8 +239,8 @@ pub(crate) fn draw_bound(mut bound: Bound, full: bool, sink: &Sink) -> Result<i3
 
 /// An ended session: its final screen (SPEC §9.15), when `e` is because it exited.
 fn draw_exited(
-    client: &Client,
-    target: &Target,
+    loc: latch_client::Location<'_>,
+    target: &latch_client::Found,
     e: ClientError,
     full: bool,
     sink: &Sink,
@@ -246,7 +248,7 @@ fn draw_exited(
     if !matches!(e, ClientError::Unreachable { .. }) {
         return Err(e);
     }
-    let screen = client.final_screen(&target.session)?.ok_or(e)?;
+    let screen = loc.final_screen(target)?.ok_or(e)?;
     draw_final(&screen, full, sink)
 }
 

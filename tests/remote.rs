@@ -1010,3 +1010,70 @@ fn pictures_of_a_remote_screen_are_drawn_here() {
     assert!(svg.stdout.contains(r##"fill="#0000ee"/>"##), "{svg:?}");
     assert!(svg.stderr.contains("exited with code 4"), "{svg:?}");
 }
+
+/// Feeds one request line to `latch bridge` on `reg`'s registry; its stdout lines
+/// and exit code.
+fn bridge_answer(reg: &Reg, request: &serde_json::Value) -> (Vec<serde_json::Value>, Option<i32>) {
+    use std::io::Write;
+    let mut bridge = Command::new(latch_bin())
+        .arg("bridge")
+        .env("LATCH_ROOT", &reg.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(bridge.stdin.take().unwrap(), "{request}").unwrap();
+    let out = bridge.wait_with_output().unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    (lines, out.status.code())
+}
+
+/// Remote protocol 2 (SPEC.md §12.2): an operation the bridge does not know is a
+/// typed `unsupported` answer after the header, never an unreadable request; a
+/// version-1 request is refused in the header, naming both ranges; the typed
+/// `status` names exactly the creation asked, and refuses a replaced one.
+#[test]
+fn the_bridge_answers_unknown_operations_unsupported_and_status_typed() {
+    let reg = Reg::new();
+    let (lines, code) = bridge_answer(
+        &reg,
+        &serde_json::json!({"remote": {"min": 2, "max": 9}, "latch": "9.0.0", "frobnicate": {"x": 1}}),
+    );
+    assert_eq!(code, Some(8), "{lines:?}");
+    assert_eq!(lines[0]["remote"], 2, "{lines:?}");
+    assert_eq!(lines[1]["unsupported"], "frobnicate", "{lines:?}");
+
+    let (lines, code) = bridge_answer(
+        &reg,
+        &serde_json::json!({"remote": {"min": 1, "max": 1}, "latch": "0.0.1",
+                            "exec": {"args": ["ls"]}}),
+    );
+    assert_eq!(code, Some(8), "{lines:?}");
+    assert!(lines[0]["remote"].is_null(), "{lines:?}");
+    assert_eq!(lines[0]["error"]["kind"], "protocol", "{lines:?}");
+    assert_eq!(lines.len(), 1, "nothing runs after a refusal: {lines:?}");
+
+    let inc = reg.new_session("st", &["sh", "-c", "exit 3"]);
+    reg.run(&["wait", "st", "--exit", "--timeout", "20"]);
+    let (lines, code) = bridge_answer(
+        &reg,
+        &serde_json::json!({"remote": {"min": 2, "max": 2}, "latch": "t",
+                            "status": {"session": format!("st@{inc}")}}),
+    );
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert_eq!(lines[1]["ok"]["status"], "exited", "{lines:?}");
+    assert_eq!(lines[1]["ok"]["code"], 3, "{lines:?}");
+    let other = reg.new_session("st2", &["sleep", "60"]);
+    let (lines, code) = bridge_answer(
+        &reg,
+        &serde_json::json!({"remote": {"min": 2, "max": 2}, "latch": "t",
+                            "status": {"session": format!("st@{other}")}}),
+    );
+    assert_eq!(code, Some(4), "{lines:?}");
+    assert_eq!(lines[1]["error"]["kind"], "replaced", "{lines:?}");
+    reg.run(&["kill", "st2"]);
+}

@@ -363,10 +363,66 @@ impl Cli {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    /// Every option that takes a time takes the one duration grammar (SPEC §10):
+    /// [`Dur`]'s parser, shown as DUR; `gc --idle-days` alone counts days.
+    #[test]
+    fn every_duration_option_takes_the_one_grammar() {
+        fn walk(cmd: &clap::Command, path: &str, found: &mut Vec<String>) {
+            const TIMES: [&str; 6] = ["timeout", "grace", "idle", "delay", "window", "interval"];
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                let flag = arg.get_long().unwrap_or(id);
+                let dur = arg.get_value_parser().type_id() == std::any::TypeId::of::<Dur>();
+                let named = arg.get_value_names().is_some_and(|n| n == ["DUR"]);
+                let timeish = TIMES.iter().any(|t| id.contains(t)) && id != "idle_days";
+                if dur || named || timeish {
+                    assert!(dur && named, "{path} --{flag}: not the duration grammar");
+                    found.push(format!("{path} --{flag}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), found);
+            }
+        }
+        use clap::CommandFactory;
+        let mut found = Vec::new();
+        walk(&Cli::command(), "latch", &mut found);
+        for option in [
+            "latch gc --grace",
+            "latch new --restart-delay",
+            "latch send --timeout",
+        ] {
+            assert!(found.iter().any(|f| f == option), "{option} in {found:?}");
+        }
+        for (argv, want) in [
+            (
+                &["latch", "gc", "--grace", "500ms"][..],
+                Duration::from_millis(500),
+            ),
+            (&["latch", "gc", "--grace", "2"], Duration::from_secs(2)),
+            (
+                &["latch", "restart", "a", "--grace", "1m"],
+                Duration::from_secs(60),
+            ),
+            (
+                &["latch", "kill", "a", "--wait", "--timeout", "2.5"],
+                Duration::from_millis(2500),
+            ),
+        ] {
+            let grace = match Cli::try_parse_from(argv).unwrap().command {
+                Some(Command::Gc { grace, .. } | Command::Restart { grace, .. }) => grace,
+                Some(Command::Kill { timeout, .. }) => timeout,
+                other => panic!("{argv:?}: {other:?}"),
+            };
+            assert_eq!(grace, Dur(want), "{argv:?}");
+        }
     }
 }

@@ -2,8 +2,13 @@
 
 use std::path::PathBuf;
 
-use clap::builder::{EnumValueParser, PossibleValue, TypedValueParser};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+
+mod args;
+mod parse;
+
+pub(crate) use args::{Legacy, MetaOp, NewArgs, ReceiptOp, Shell, StatusFilter};
+pub(crate) use parse::{Dur, EventTypeParser, SignalParser};
 
 /// latch: terminal sessions that outlive their terminal, and actions that reach exactly
 /// the session creation they mean.
@@ -348,87 +353,6 @@ pub enum Command {
     },
 }
 
-#[derive(Debug, Subcommand)]
-pub enum MetaOp {
-    /// Apply a JSON merge object from stdin: {"displayName"?: s|null, "tags"?: {k: s|null},
-    /// "resumeCommand"?: [s, ...]|null}.
-    Patch {
-        /// The exact session id (names are not accepted).
-        #[arg(long)]
-        id: String,
-        #[command(flatten)]
-        pre: Preconditions,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ReceiptOp {
-    /// Say what a receipt's session is now: current, exited, replaced, removed, foreign
-    /// or unreadable (exit 0, 1, 4, 3, 9, 7).
-    Verify {
-        /// The receipt file.
-        file: PathBuf,
-    },
-}
-
-#[derive(Debug, Args)]
-pub struct NewArgs {
-    /// Do not attach.
-    #[arg(short = 'd', long)]
-    pub detached: bool,
-    /// Start a bash, zsh or fish exactly as given, without latch's prompt and
-    /// command marks (default: shellIntegration in defaults.json, else on).
-    #[arg(long)]
-    pub no_shell_integration: bool,
-    /// Create or attach: if session --id is running, attach to it (with -d, print
-    /// it); otherwise create it. Concurrent calls yield one session.
-    #[arg(short = 'A', requires = "id")]
-    pub attach_or_create: bool,
-    /// Detach key when attaching: ^X notation, C-x, or "none" (default: detachKey
-    /// in defaults.json, else ^\).
-    #[arg(long, value_name = "KEY")]
-    pub detach_key: Option<String>,
-    /// The session id (default: a fresh one).
-    #[arg(long)]
-    pub id: Option<String>,
-    /// Display name.
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Tag (repeatable).
-    #[arg(long = "tag", value_name = "K=V")]
-    pub tags: Vec<String>,
-    /// Working directory.
-    #[arg(long)]
-    pub cwd: Option<PathBuf>,
-    /// Environment variable (repeatable).
-    #[arg(long = "env", value_name = "K=V")]
-    pub env: Vec<String>,
-    /// Legacy-client policy (default: the registry's defaults.json, else observe).
-    #[arg(long, value_name = "POLICY", value_enum)]
-    pub legacy: Option<Legacy>,
-    /// Write a receipt for this creation to FILE (mode 0600).
-    #[arg(long, value_name = "FILE")]
-    pub receipt: Option<PathBuf>,
-    /// The session's owner, set once and never changed: 1-128 printable characters
-    /// (a project digest, say).
-    #[arg(long, value_name = "OWNER")]
-    pub owner: Option<String>,
-    /// Restart policy, parent, --rm (SPEC.md §9.16).
-    #[command(flatten)]
-    pub supervise: crate::commands::supervise::SuperviseArgs,
-    /// The command `latch resurrect` runs when it brings the session back after a
-    /// reboot (run by `sh -c`; e.g. 'claude --continue'); changed only by `meta
-    /// patch --id`.
-    #[arg(long, value_name = "CMD")]
-    pub resume_cmd: Option<String>,
-    /// Record the session from its first byte into FILE, as asciicast v2 (SPEC §4.8).
-    #[arg(long, value_name = "FILE", conflicts_with = "attach_or_create")]
-    pub cast: Option<PathBuf>,
-    /// The program and its arguments (default $SHELL).
-    #[arg(last = true)]
-    pub command: Vec<String>,
-}
-
 impl Cli {
     /// Whether errors should also be printed as JSON (`meta patch` always prints JSON).
     pub fn wants_json(&self) -> bool {
@@ -436,300 +360,69 @@ impl Cli {
     }
 }
 
-/// `--legacy`: the legacy-client policy (SPEC.md §7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Legacy {
-    /// Close older clients at once.
-    Off,
-    /// Let them read (status, peek, read-only attach); drop their input.
-    Observe,
-    /// Also accept their input and resizes (trusted tools only).
-    Full,
-}
-
-impl From<Legacy> for latch_wire::LegacyPolicy {
-    fn from(l: Legacy) -> Self {
-        match l {
-            Legacy::Off => Self::Off,
-            Legacy::Observe => Self::Observe,
-            Legacy::Full => Self::Full,
-        }
-    }
-}
-
-/// `ls --status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StatusFilter {
-    /// The daemon is proven alive.
-    Running,
-    /// The program's exit is recorded.
-    Exited,
-    /// The daemon is proven gone without recording an exit.
-    Vanished,
-    /// Liveness could not be told.
-    Unknown,
-    /// The record cannot be read.
-    Degraded,
-}
-
-impl StatusFilter {
-    /// The status's name (SPEC.md §9.7).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Exited => "exited",
-            Self::Vanished => "vanished",
-            Self::Unknown => "unknown",
-            Self::Degraded => "degraded",
-        }
-    }
-}
-
-/// `events --wait`: an event type (SPEC.md §9.9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub enum EventType {
-    /// The session was created.
-    SessionStart,
-    /// The program ended.
-    SessionExit,
-    /// Name, tags or command changed.
-    MetadataChange,
-    /// A kill was requested.
-    KillRequested,
-    /// The session was removed.
-    Removed,
-    /// The program rang the bell.
-    Bell,
-    /// The program set the window title.
-    TitleChange,
-    /// The program sent a desktop notification.
-    Notification,
-    /// The program showed or hid the cursor.
-    CursorVisible,
-    /// The daemon started the program again (a restart policy).
-    SessionRespawn,
-    /// The restarts ran out.
-    SessionFlapping,
-    /// A recording began.
-    CastStart,
-    /// A recording ended.
-    CastStop,
-}
-
-impl EventType {
-    /// The `type` field's value.
-    pub fn name(self) -> &'static str {
-        use latch_registry::events::kind;
-        match self {
-            Self::SessionStart => kind::SESSION_START,
-            Self::SessionExit => kind::SESSION_EXIT,
-            Self::MetadataChange => kind::METADATA_CHANGE,
-            Self::KillRequested => kind::KILL_REQUESTED,
-            Self::Removed => kind::REMOVED,
-            Self::Bell => kind::BELL,
-            Self::TitleChange => kind::TITLE_CHANGE,
-            Self::Notification => kind::NOTIFICATION,
-            Self::CursorVisible => kind::CURSOR_VISIBLE,
-            Self::SessionRespawn => kind::SESSION_RESPAWN,
-            Self::SessionFlapping => kind::SESSION_FLAPPING,
-            Self::CastStart => kind::CAST_START,
-            Self::CastStop => kind::CAST_STOP,
-        }
-    }
-}
-
-/// Parses `events --wait`: an [`EventType`], or a user event type `user.NAME`
-/// (SPEC.md §9.9); `--help` lists the built-in types.
-#[derive(Debug, Clone, Copy)]
-pub struct EventTypeParser;
-
-impl TypedValueParser for EventTypeParser {
-    type Value = String;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<String, clap::Error> {
-        let text = value.to_string_lossy();
-        if text.starts_with(latch_registry::user_events::USER_PREFIX) {
-            return latch_registry::user_events::validate_type(&text)
-                .map(|()| text.into_owned())
-                .map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, e));
-        }
-        EnumValueParser::<EventType>::new()
-            .parse_ref(cmd, arg, value)
-            .map(|t| t.name().to_owned())
-    }
-
-    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(
-            EventType::value_variants()
-                .iter()
-                .filter_map(ValueEnum::to_possible_value),
-        ))
-    }
-}
-
-/// Signal names `kill --signal` takes (or a number).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "UPPER")]
-pub enum SignalName {
-    Hup,
-    Int,
-    Quit,
-    Kill,
-    Term,
-    Usr1,
-    Usr2,
-    Cont,
-    Stop,
-    Tstp,
-    Winch,
-    Alrm,
-    Pipe,
-}
-
-impl SignalName {
-    fn number(self) -> i32 {
-        use nix::sys::signal::Signal as S;
-        (match self {
-            Self::Hup => S::SIGHUP,
-            Self::Int => S::SIGINT,
-            Self::Quit => S::SIGQUIT,
-            Self::Kill => S::SIGKILL,
-            Self::Term => S::SIGTERM,
-            Self::Usr1 => S::SIGUSR1,
-            Self::Usr2 => S::SIGUSR2,
-            Self::Cont => S::SIGCONT,
-            Self::Stop => S::SIGSTOP,
-            Self::Tstp => S::SIGTSTP,
-            Self::Winch => S::SIGWINCH,
-            Self::Alrm => S::SIGALRM,
-            Self::Pipe => S::SIGPIPE,
-        }) as i32
-    }
-}
-
-/// Parses `--signal`: a number, or a [`SignalName`] with or without `SIG`, in any
-/// case; `--help` lists the names and a typo gets clap's suggestion.
-#[derive(Debug, Clone, Copy)]
-pub struct SignalParser;
-
-impl TypedValueParser for SignalParser {
-    type Value = i32;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<i32, clap::Error> {
-        let text = value.to_string_lossy();
-        if let Ok(n) = text.parse::<i32>() {
-            return Ok(n);
-        }
-        let upper = text.to_ascii_uppercase();
-        let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-        EnumValueParser::<SignalName>::new()
-            .parse_ref(cmd, arg, std::ffi::OsStr::new(name))
-            .map(SignalName::number)
-    }
-
-    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(
-            SignalName::value_variants()
-                .iter()
-                .filter_map(ValueEnum::to_possible_value),
-        ))
-    }
-}
-
-/// `latch completions SHELL`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Shell {
-    Bash,
-    Zsh,
-    Fish,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_wait_offers_every_event_type() {
-        let names: Vec<&str> = EventType::value_variants()
-            .iter()
-            .map(|t| t.name())
-            .collect();
-        assert_eq!(names, latch_registry::events::kind::ALL);
-        for t in EventType::value_variants() {
-            assert_eq!(t.to_possible_value().unwrap().get_name(), t.name());
-        }
-    }
+    use std::time::Duration;
 
     #[test]
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
-}
 
-/// A duration, as every option takes one (SPEC §10): a number with an optional unit,
-/// `ms`, `s` or `m`; a bare number is seconds (`2.5`, `500ms`, `1m`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Dur(pub std::time::Duration);
-
-impl std::str::FromStr for Dur {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || {
-            format!("invalid duration {s:?}: a number with an optional unit ms, s or m (a bare number is seconds)")
-        };
-        let t = s.trim();
-        let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
-            (n, 0.001)
-        } else if let Some(n) = t.strip_suffix('s') {
-            (n, 1.0)
-        } else if let Some(n) = t.strip_suffix('m') {
-            (n, 60.0)
-        } else {
-            (t, 1.0)
-        };
-        let n: f64 = number.trim().parse().map_err(|_| bad())?;
-        if !n.is_finite() || n < 0.0 {
-            return Err(bad());
-        }
-        std::time::Duration::try_from_secs_f64(n * scale)
-            .map(Dur)
-            .map_err(|_| bad())
-    }
-}
-
-#[cfg(test)]
-mod duration_tests {
-    use super::Dur;
-    use std::time::Duration;
-
+    /// Every option that takes a time takes the one duration grammar (SPEC §10):
+    /// [`Dur`]'s parser, shown as DUR; `gc --idle-days` alone counts days.
     #[test]
-    fn one_grammar_for_every_duration() {
-        for (text, want) in [
-            ("10", Duration::from_secs(10)),
-            ("2.5", Duration::from_millis(2500)),
-            ("500ms", Duration::from_millis(500)),
-            ("2s", Duration::from_secs(2)),
-            ("1m", Duration::from_secs(60)),
-            ("0.5m", Duration::from_secs(30)),
-            ("0", Duration::ZERO),
-        ] {
-            assert_eq!(text.parse::<Dur>(), Ok(Dur(want)), "{text}");
+    fn every_duration_option_takes_the_one_grammar() {
+        fn walk(cmd: &clap::Command, path: &str, found: &mut Vec<String>) {
+            const TIMES: [&str; 6] = ["timeout", "grace", "idle", "delay", "window", "interval"];
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                let flag = arg.get_long().unwrap_or(id);
+                let dur = arg.get_value_parser().type_id() == std::any::TypeId::of::<Dur>();
+                let named = arg.get_value_names().is_some_and(|n| n == ["DUR"]);
+                let timeish = TIMES.iter().any(|t| id.contains(t)) && id != "idle_days";
+                if dur || named || timeish {
+                    assert!(dur && named, "{path} --{flag}: not the duration grammar");
+                    found.push(format!("{path} --{flag}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), found);
+            }
         }
-        for bad in ["", "ms", "-1", "1h", "1e400", "NaN", "inf", "1 ss", "x"] {
-            assert!(bad.parse::<Dur>().is_err(), "{bad:?}");
+        use clap::CommandFactory;
+        let mut found = Vec::new();
+        walk(&Cli::command(), "latch", &mut found);
+        for option in [
+            "latch gc --grace",
+            "latch new --restart-delay",
+            "latch send --timeout",
+        ] {
+            assert!(found.iter().any(|f| f == option), "{option} in {found:?}");
+        }
+        for (argv, want) in [
+            (
+                &["latch", "gc", "--grace", "500ms"][..],
+                Duration::from_millis(500),
+            ),
+            (&["latch", "gc", "--grace", "2"], Duration::from_secs(2)),
+            (
+                &["latch", "restart", "a", "--grace", "1m"],
+                Duration::from_secs(60),
+            ),
+            (
+                &["latch", "kill", "a", "--wait", "--timeout", "2.5"],
+                Duration::from_millis(2500),
+            ),
+        ] {
+            let grace = match Cli::try_parse_from(argv).unwrap().command {
+                Some(Command::Gc { grace, .. } | Command::Restart { grace, .. }) => grace,
+                Some(Command::Kill { timeout, .. }) => timeout,
+                other => panic!("{argv:?}: {other:?}"),
+            };
+            assert_eq!(grace, Dur(want), "{argv:?}");
         }
     }
 }

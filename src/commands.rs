@@ -6,6 +6,7 @@ pub(crate) mod cast;
 pub(crate) mod emit;
 mod hosts;
 pub(crate) mod lifecycle;
+mod peek;
 pub(crate) mod registry_ops;
 pub(crate) mod resurrect;
 pub(crate) mod run;

@@ -45,7 +45,7 @@ fn ssh_loopback(reg: &Reg) -> (PathBuf, PathBuf) {
 }
 
 fn request(op: Value) -> Value {
-    let mut r = json!({"remote": {"min": 1, "max": 1}, "latch": "test"});
+    let mut r = json!({"remote": {"min": 2, "max": 2}, "latch": "test"});
     r.as_object_mut()
         .unwrap()
         .extend(op.as_object().unwrap().clone());

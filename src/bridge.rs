@@ -11,7 +11,12 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use clap::Parser;
-use latch_client::remote::proto::{Answered, KillByProof, Pinned};
+use latch_client::remote::proto::{
+    Answered, GcRequest, KillByProof, LsRequest, PatchRequest, PatchedAnswer, Pinned, Removal,
+    Removed, Resolve, RestartedAnswer, Restarting, Verified, VerifyRequest,
+};
+
+use crate::commands::registry_ops;
 use latch_client::{exit, Client, ClientError, KillOutcome, Location, Receipt};
 use latch_wire::SessionRef;
 
@@ -83,9 +88,14 @@ pub fn run() -> i32 {
         },
         Op::KillByProof(req) => answer_line(kill_by_proof(req)),
         Op::Status(req) => answer_line(status(req)),
-        // The registry commands version 2 does not type yet go through exec.
-        Op::Ls(_) | Op::Patch(_) | Op::Gc(_) | Op::Unknown(_) => {
-            line(&Answered::<()>::Unsupported(request.op.name().to_owned()));
+        Op::Ls(req) => answer_line(ls(req)),
+        Op::Patch(req) => answer_line(patch(req)),
+        Op::Gc(req) => answer_line(gc(req)),
+        Op::Remove(req) => answer_line(remove(req)),
+        Op::Restart(req) => answer_line(restart(req)),
+        Op::Verify(req) => answer_line(verify(req)),
+        Op::Unknown(name) => {
+            line(&Answered::<()>::Unsupported(name));
             exit::PROTOCOL
         }
         Op::Connect(req) => match connect(req) {
@@ -143,6 +153,104 @@ fn kill_by_proof(req: KillByProof) -> Result<KillOutcome, ClientError> {
     let found = here.resolve(&session.to_string(), Some(session.incarnation), None)?;
     let wait = req.wait_ms.map(std::time::Duration::from_millis);
     here.kill_by_proof(&found, req.signal, wait, req.draining, String::new())
+}
+
+/// This registry with the owner precondition, and the request's REF,
+/// incarnation and receipt, checked as a local command checks them.
+fn open_resolve(
+    r: &Resolve,
+) -> Result<(Client, Option<latch_wire::Incarnation>, Option<Receipt>), ClientError> {
+    let owner = crate::commands::parse_owner(r.owner.as_deref())?;
+    let client = open(r.root.as_deref())?.with_owner(owner);
+    let expect = r
+        .expect
+        .as_deref()
+        .map(|s| {
+            latch_wire::Incarnation::parse(s)
+                .map_err(|e| ClientError::Usage(format!("expect {s:?}: {e}")))
+        })
+        .transpose()?;
+    let receipt = r
+        .receipt
+        .clone()
+        .map(|rc| take_receipt_value(&client, rc))
+        .transpose()?;
+    Ok((client, expect, receipt))
+}
+
+/// A receipt sent with a request, as its own registry's: it names no host, and
+/// this registry minted it.
+fn take_receipt_value(client: &Client, r: Receipt) -> Result<Receipt, ClientError> {
+    if r.host.is_some() {
+        return Err(ClientError::Usage(
+            "the receipt sent names a host; a bridge acts on its own host only".into(),
+        ));
+    }
+    client.check_receipt(r, "sent with the request")
+}
+
+/// `ls --json`'s entries under the filters (SPEC.md §12.6).
+fn ls(req: LsRequest) -> Result<Vec<serde_json::Value>, ClientError> {
+    let client = open(req.root.as_deref())?;
+    let owner = crate::commands::parse_owner(req.owner.as_deref())?;
+    let want = crate::commands::parse_kv(&req.tags, "--tag")?;
+    let entries =
+        registry_ops::list_entries(&client, &want, req.status.as_deref(), owner.as_ref())?;
+    entries
+        .iter()
+        .map(|e| serde_json::to_value(registry_ops::ls_entry(e)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| ClientError::Other(e.to_string()))
+}
+
+fn patch(req: PatchRequest) -> Result<PatchedAnswer, ClientError> {
+    let (client, expect, receipt) = open_resolve(&req.target)?;
+    let patch = latch_client::MetaPatch::from_json(&req.patch.to_string())?;
+    let done = Location::Here(&client).patch(&req.target.reference, expect, receipt, &patch)?;
+    Ok(PatchedAnswer {
+        changed: done.changed,
+        record: done.record,
+    })
+}
+
+fn gc(req: GcRequest) -> Result<Vec<latch_client::GcReport>, ClientError> {
+    let owner = crate::commands::parse_owner(req.owner.as_deref())?;
+    let client = open(req.root.as_deref())?.with_owner(owner);
+    let mut opts = latch_client::GcOptions::default();
+    opts.dry_run = req.dry_run;
+    opts.abandoned_cwd = req.abandoned_cwd;
+    opts.grace = std::time::Duration::from_millis(req.grace_ms);
+    opts.idle = req.idle_ms.map(std::time::Duration::from_millis);
+    Location::Here(&client).gc(&opts)
+}
+
+fn remove(req: Removal) -> Result<Removed, ClientError> {
+    let (client, expect, receipt) = open_resolve(&req.target)?;
+    let (session, owner) =
+        Location::Here(&client).remove(&req.target.reference, expect, receipt, req.force)?;
+    Ok(Removed {
+        session: session.to_string(),
+        owner: owner.map(|o| o.as_str().to_owned()),
+    })
+}
+
+fn restart(req: Restarting) -> Result<RestartedAnswer, ClientError> {
+    let (client, expect, receipt) = open_resolve(&req.target)?;
+    let grace = std::time::Duration::from_millis(req.grace_ms);
+    let (previous, created) =
+        Location::Here(&client).restart(&req.target.reference, expect, receipt, grace)?;
+    let record = client
+        .read_checked(&created.id)?
+        .ok_or_else(|| ClientError::NotFound(created.id.to_string()))?;
+    Ok(RestartedAnswer {
+        previous: previous.to_string(),
+        record,
+    })
+}
+
+fn verify(req: VerifyRequest) -> Result<Verified, ClientError> {
+    let client = open(req.root.as_deref())?;
+    Location::Here(&client).verify(req.receipt)
 }
 
 /// The derived status of exactly this creation.

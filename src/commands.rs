@@ -26,7 +26,7 @@ use latch_wire::{Incarnation, Owner};
 
 pub(crate) use at::At;
 
-use crate::cli::{Cli, Command, Preconditions, TargetArgs};
+use crate::cli::{Cli, Command, MetaOp, Preconditions, TargetArgs};
 
 pub(crate) fn usage(msg: impl Into<String>) -> ClientError {
     ClientError::Usage(msg.into())
@@ -152,6 +152,18 @@ fn located(
         Command::Run(a) => a.target.pre.clone(),
         Command::Commands(a) => a.target.pre.clone(),
         Command::Attach { pre, .. } => pre.clone(),
+        Command::Tag { target, .. }
+        | Command::Rename { target, .. }
+        | Command::Rm { target, .. }
+        | Command::Restart { target, .. } => target.pre.clone(),
+        Command::Meta {
+            op: MetaOp::Patch { pre, .. },
+        } => pre.clone(),
+        Command::Receipt { .. } => Preconditions::default(),
+        Command::Gc { owner, .. } => Preconditions {
+            owner: owner.clone(),
+            ..Preconditions::default()
+        },
         _ => return Err(Box::new(command)),
     };
     Ok(At::open(root, route, &pre).and_then(|at| act(&at, command, json)))
@@ -237,6 +249,26 @@ fn act(at: &At, command: Command, json: bool) -> Result<i32, ClientError> {
             wait,
             timeout,
         } => lifecycle::kill(at, &target, signal, wait.then_some(timeout.0), json),
+        Command::Tag { target, tags } => registry_ops::tag(at, &target, &tags, json),
+        Command::Rename { target, name } => registry_ops::rename(at, &target, name, json),
+        Command::Meta { op } => registry_ops::meta(at, op),
+        Command::Receipt { op } => registry_ops::receipt(at, op, json),
+        Command::Rm { target, force } => lifecycle::rm(at, &target, force, json),
+        Command::Restart { target, grace } => lifecycle::restart(at, &target, grace.0, json),
+        Command::Gc {
+            dry_run,
+            abandoned,
+            idle_days,
+            grace,
+            owner: _,
+        } => {
+            let mut opts = latch_client::GcOptions::default();
+            opts.dry_run = dry_run;
+            opts.abandoned_cwd = abandoned;
+            opts.grace = grace.0;
+            opts.idle = idle_days.map(|d| secs(d * 86_400.0)).transpose()?;
+            lifecycle::gc(at, &opts, json)
+        }
         _ => unreachable!("located() passes only the commands that act on one session"),
     }
 }
@@ -255,7 +287,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
     let json = cli.json;
     let Some(command) = cli.command else {
         return match route {
-            Some(route) => hosts::relay_exec(&route, false),
+            Some(route) => hosts::relay_exec(&route),
             None => registry_ops::summary(root, json),
         };
     };
@@ -286,9 +318,6 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             status.map(crate::cli::StatusFilter::name),
             owner.as_deref(),
         ),
-        Command::Tag { target, tags } => registry_ops::tag(root, &target, &tags, json),
-        Command::Rename { target, name } => registry_ops::rename(root, &target, name, json),
-        Command::Meta { op } => registry_ops::meta(root, op),
         Command::Events {
             reference,
             all,
@@ -307,28 +336,11 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                 timeout.0,
             )
         }
-        Command::Receipt { op } => registry_ops::receipt(root, op, json),
         Command::LegacyDir { dir } => registry_ops::legacy_dir(root, &dir, json),
-        Command::Rm { target, force } => lifecycle::rm(root, &target, force, json),
-        Command::Gc {
-            dry_run,
-            abandoned,
-            idle_days,
-            grace,
-            owner,
-        } => {
-            let mut opts = latch_client::GcOptions::default();
-            opts.dry_run = dry_run;
-            opts.abandoned_cwd = abandoned;
-            opts.grace = grace.0;
-            opts.idle = idle_days.map(|d| secs(d * 86_400.0)).transpose()?;
-            lifecycle::gc(root, &opts, owner.as_deref(), json)
-        }
         Command::Exec { command } => lifecycle::exec(&command),
         Command::Resurrect(args) => resurrect::resurrect(root, &args, json),
         Command::Stats(args) => stats::stats(root, &args, json),
         Command::Emit(args) => emit::emit(root, &args, json),
-        Command::Restart { target, grace } => lifecycle::restart(root, &target, grace.0, json),
         Command::Up(args) => up::up(root, &args, json),
         Command::Down(args) => up::down(root, &args, json),
         // Given back by located() only when they do not act on one session.

@@ -437,13 +437,28 @@ fn ssh_failures_missing_and_incompatible_remote_latches() {
         "#!/bin/sh\necho \"error: unrecognized subcommand 'bridge'\" >&2\nexit 2\n",
     )
     .unwrap();
+    // A version-1 latch (it cannot read a version-2 request, as a usage error)
+    // still lists: ls falls back to its `latch --json ls` (SPEC.md §12.2).
+    let v1 = s.dir.path().join("v1-latch");
+    std::fs::write(
+        &v1,
+        "#!/bin/sh
+read req
+case \"$req\" in *'\"exec\"'*) ;; *) echo 'unreadable request' >&2; exit 2;; esac
+\
+         echo '{\"remote\":1,\"latch\":\"0.0.9\",\"supported\":{\"min\":1,\"max\":1},\"wire\":{\"min\":2,\"max\":2}}'
+\
+         echo '[{\"id\":\"old1\",\"status\":\"running\",\"command\":[\"sh\"]}]'
+",
+    )
+    .unwrap();
     let future = s.dir.path().join("future-latch");
     std::fs::write(
         &future,
         "#!/bin/sh\nread req\necho '{\"remote\":9,\"latch\":\"9.0.0\",\"supported\":{\"min\":9,\"max\":9},\"wire\":{\"min\":9,\"max\":9}}'\n",
     )
     .unwrap();
-    for f in [&old, &future] {
+    for f in [&old, &future, &v1] {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
@@ -453,6 +468,13 @@ fn ssh_failures_missing_and_incompatible_remote_latches() {
     );
     assert_eq!(r.code, 8, "{r:?}");
     assert!(r.stderr.contains("predates"), "{r:?}");
+    let r = s.run_with(
+        &["--host", "alpha", "ls", "--json"],
+        &[("LATCH_REMOTE_BIN", v1.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()[0]["id"], "old1", "{r:?}");
+    assert_eq!(r.json()[0]["host"], "alpha", "{r:?}");
     // A newer, incompatible one: exit 8 naming both versions, never a downgrade.
     let r = s.run_with(
         &["peek", "alpha:x"],
@@ -1076,4 +1098,49 @@ fn the_bridge_answers_unknown_operations_unsupported_and_status_typed() {
     assert_eq!(code, Some(4), "{lines:?}");
     assert_eq!(lines[1]["error"]["kind"], "replaced", "{lines:?}");
     reg.run(&["kill", "st2"]);
+}
+
+/// The registry commands through ssh are typed requests of remote protocol 2
+/// (SPEC.md §12.2), answered by the host's library and printed here as locally:
+/// tag, restart (a new creation, the previous one named), gc, and rm.
+#[test]
+fn registry_commands_through_ssh_are_typed_and_print_as_locally() {
+    let s = Sshd::start();
+    let first = s.alpha.new_session("rg", &["sleep", "600"]);
+    let tagged = s.run(&["--host", "alpha", "--json", "tag", "rg", "team=ops"]);
+    assert_eq!(tagged.code, 0, "{tagged:?}");
+    assert_eq!(tagged.json()["changed"][0], "tags.team", "{tagged:?}");
+    assert_eq!(s.alpha.record("rg")["tags"]["team"], "ops");
+
+    let restarted = s.run(&[
+        "--host",
+        "alpha",
+        "--json",
+        "restart",
+        &format!("rg@{first}"),
+    ]);
+    assert_eq!(restarted.code, 0, "{restarted:?}");
+    let v = restarted.json();
+    assert_eq!(v["previousIncarnation"], first.as_str(), "{v}");
+    let second = v["incarnation"].as_str().unwrap().to_owned();
+    assert_ne!(second, first);
+    assert_eq!(s.alpha.record("rg")["incarnation"], second.as_str());
+    // The stale creation is refused, typed, with nothing done.
+    let stale = s.run(&["--host", "alpha", "rm", &format!("rg@{first}"), "--force"]);
+    assert_eq!(stale.code, 4, "{stale:?}");
+    assert!(s.alpha.path("rg.json").exists());
+
+    let gc = s.run(&["--host", "alpha", "--json", "gc", "--dry-run"]);
+    assert_eq!(gc.code, 0, "{gc:?}");
+    assert!(gc.json().is_array(), "{gc:?}");
+
+    let removed = s.run(&["--host", "alpha", "--json", "rm", "alpha:rg", "--force"]);
+    assert_eq!(removed.code, 0, "{removed:?}");
+    assert_eq!(removed.json()["outcome"], "removed", "{removed:?}");
+    assert_eq!(
+        removed.json()["incarnation"],
+        second.as_str(),
+        "{removed:?}"
+    );
+    assert!(!s.alpha.path("rg.json").exists());
 }

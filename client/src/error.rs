@@ -54,12 +54,15 @@ pub enum Mismatch {
     /// The latch on another host is missing, or speaks no remote protocol version
     /// this one does (`--host`, SPEC.md §12).
     Remote,
+    /// The latch on another host is older: it cannot read this request (a
+    /// version-2 operation, SPEC.md §12.2), though it may serve version 1.
+    OlderRemote,
 }
 
 impl Mismatch {
     /// Whether restarting the session with this latch would help.
     fn hints_upgrade(self) -> bool {
-        !matches!(self, Self::BadFrame | Self::Remote)
+        !matches!(self, Self::BadFrame | Self::Remote | Self::OlderRemote)
     }
 }
 

@@ -48,7 +48,7 @@ fn tty_idle(record: &Record) -> Option<Duration> {
 }
 
 /// What gc did, or why it did nothing, for one session.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct GcReport {

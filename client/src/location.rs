@@ -10,7 +10,7 @@ use std::time::Duration;
 use latch_registry::{FinalScreen, Record};
 use latch_wire::{Incarnation, Owner, SessionRef};
 
-use crate::remote::proto::{ConnectRequest, KillByProof, Op, Pinned};
+use crate::remote::proto::{self, ConnectRequest, KillByProof, Op, Pinned};
 use crate::remote::{self, Answer, AttachDefaults, Host, Relay, Remote};
 use crate::{
     derive_status, Bound, Client, ClientError, Connection, KillOutcome, Receipt, SessionStatus,
@@ -447,6 +447,184 @@ impl Location<'_> {
             }
         }
     }
+}
+
+/// The registry acts of one creation that a reference and its preconditions
+/// name (SPEC.md §9.10, §9.11): resolved and done where the registry is, under
+/// its lock, in one request to another host.
+impl Location<'_> {
+    fn resolve_request(
+        there: &There,
+        reference: &str,
+        expect: Option<Incarnation>,
+        receipt: Option<Receipt>,
+    ) -> proto::Resolve {
+        proto::Resolve {
+            root: there.root.clone(),
+            reference: reference.to_owned(),
+            expect: expect.map(|e| e.to_string()),
+            receipt,
+            owner: there.owner.as_ref().map(|o| o.as_str().to_owned()),
+        }
+    }
+
+    /// Applies `patch` to the creation, only while the record still holds it.
+    pub fn patch(
+        &self,
+        reference: &str,
+        expect: Option<Incarnation>,
+        receipt: Option<Receipt>,
+        patch: &crate::MetaPatch,
+    ) -> Result<crate::Patched, ClientError> {
+        match self {
+            Self::Here(client) => {
+                let found = self.resolve(reference, expect, receipt)?;
+                client.patch(&found.session.id, Some(&found.session.incarnation), patch)
+            }
+            Self::There(there) => {
+                let answer: proto::PatchedAnswer = remote::call(
+                    &there.remote,
+                    Op::Patch(proto::PatchRequest {
+                        target: Self::resolve_request(there, reference, expect, receipt),
+                        patch: patch.to_json(),
+                    }),
+                    Answer::Status,
+                    None,
+                )?;
+                Ok(crate::Patched {
+                    changed: answer.changed,
+                    record: answer.record,
+                })
+            }
+        }
+    }
+
+    /// Removes the creation (`rm`; with `force`, a running one is stopped first).
+    /// Returns it and its owner.
+    pub fn remove(
+        &self,
+        reference: &str,
+        expect: Option<Incarnation>,
+        receipt: Option<Receipt>,
+        force: bool,
+    ) -> Result<(SessionRef, Option<Owner>), ClientError> {
+        match self {
+            Self::Here(client) => {
+                let found = self.resolve(reference, expect, receipt)?;
+                let mode = if force {
+                    crate::RemoveMode::Force
+                } else {
+                    crate::RemoveMode::ExitedOnly
+                };
+                client.remove(&found.session, mode)?;
+                Ok((found.session, found.record.owner))
+            }
+            Self::There(there) => {
+                let answer: proto::Removed = remote::call(
+                    &there.remote,
+                    Op::Remove(proto::Removal {
+                        target: Self::resolve_request(there, reference, expect, receipt),
+                        force,
+                    }),
+                    Answer::Status,
+                    None,
+                )?;
+                Ok((
+                    parse_session(&answer.session, &there.remote.host)?,
+                    owner_of(answer.owner),
+                ))
+            }
+        }
+    }
+
+    /// Restarts the creation (SPEC.md §9.12): the previous one, and the new
+    /// creation's record.
+    pub fn restart(
+        &self,
+        reference: &str,
+        expect: Option<Incarnation>,
+        receipt: Option<Receipt>,
+        grace: Duration,
+    ) -> Result<(SessionRef, crate::Created), ClientError> {
+        match self {
+            Self::Here(client) => {
+                let found = self.resolve(reference, expect, receipt)?;
+                let created = client.restart(&found.session, grace)?;
+                Ok((found.session, created))
+            }
+            Self::There(there) => {
+                let answer: proto::RestartedAnswer = remote::call(
+                    &there.remote,
+                    Op::Restart(proto::Restarting {
+                        target: Self::resolve_request(there, reference, expect, receipt),
+                        grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+                    }),
+                    Answer::Status,
+                    None,
+                )?;
+                let previous = parse_session(&answer.previous, &there.remote.host)?;
+                Ok((previous, crate::Created::of_record(&answer.record)))
+            }
+        }
+    }
+
+    /// What a receipt says now (SPEC.md §9.10), in its registry.
+    pub fn verify(&self, receipt: Receipt) -> Result<proto::Verified, ClientError> {
+        match self {
+            Self::Here(client) => {
+                let (verdict, receipt, detail) = client.verify_receipt_value(receipt);
+                Ok(proto::Verified {
+                    verdict,
+                    receipt,
+                    detail,
+                })
+            }
+            Self::There(there) => remote::call(
+                &there.remote,
+                Op::Verify(proto::VerifyRequest {
+                    root: there.root.clone(),
+                    receipt,
+                }),
+                Answer::Status,
+                None,
+            ),
+        }
+    }
+
+    /// gc in the location's registry (SPEC.md §9.12).
+    pub fn gc(&self, opts: &crate::GcOptions) -> Result<Vec<crate::GcReport>, ClientError> {
+        match self {
+            Self::Here(client) => client.gc(opts),
+            Self::There(there) => remote::call(
+                &there.remote,
+                Op::Gc(proto::GcRequest {
+                    root: there.root.clone(),
+                    dry_run: opts.dry_run,
+                    abandoned_cwd: opts.abandoned_cwd,
+                    grace_ms: u64::try_from(opts.grace.as_millis()).unwrap_or(u64::MAX),
+                    idle_ms: opts
+                        .idle
+                        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                    owner: there.owner.as_ref().map(|o| o.as_str().to_owned()),
+                }),
+                Answer::Ls,
+                None,
+            ),
+        }
+    }
+}
+
+fn parse_session(s: &str, host: &Host) -> Result<SessionRef, ClientError> {
+    s.parse().map_err(|e| {
+        ClientError::protocol(
+            crate::Mismatch::Remote,
+            format!("host {host} named an unreadable creation {s:?} ({e})"),
+        )
+    })
+}
+
+fn owner_of(owner: Option<String>) -> Option<Owner> {
+    owner.and_then(|o| Owner::new(&o).ok())
 }
 
 fn pinned(there: &There, session: &SessionRef) -> Pinned {

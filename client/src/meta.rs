@@ -105,6 +105,22 @@ impl MetaPatch {
         Ok(patch)
     }
 
+    /// The patch in `meta patch`'s JSON (SPEC.md §10), which [`from_json`](Self::from_json)
+    /// reads back equal: how a patch travels to another host (SPEC.md §12.2).
+    pub fn to_json(&self) -> Value {
+        let mut out = serde_json::Map::new();
+        if let Some(name) = &self.display_name {
+            out.insert("displayName".into(), json!(name));
+        }
+        if !self.tags.is_empty() {
+            out.insert("tags".into(), json!(self.tags));
+        }
+        if let Some(cmd) = &self.resume_command {
+            out.insert("resumeCommand".into(), json!(cmd));
+        }
+        Value::Object(out)
+    }
+
     /// Applies the patch to `record`; returns the changes as key -> {old, new}.
     pub fn apply(&self, record: &mut Record) -> BTreeMap<String, Change> {
         let mut changes = BTreeMap::new();

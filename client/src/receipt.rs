@@ -97,7 +97,7 @@ impl Receipt {
 }
 
 /// What a receipt says about its session now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// Live, same incarnation.

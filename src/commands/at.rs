@@ -110,6 +110,48 @@ impl At {
             .resolve_for_kill(self.reference(&target.reference), expect, receipt, signal)
     }
 
+    /// A host receipt's contents (its host taken out), for a command routed by it.
+    pub(crate) fn host_receipt(&self) -> Option<&Receipt> {
+        self.host_receipt.as_ref()
+    }
+
+    /// Patches the creation the REF names, under its preconditions.
+    pub(crate) fn patch(
+        &self,
+        reference: &str,
+        pre: &Preconditions,
+        patch: &latch_client::MetaPatch,
+    ) -> Result<latch_client::Patched, ClientError> {
+        let expect = parse_expect(pre)?;
+        let receipt = self.receipt(pre)?;
+        self.loc()
+            .patch(self.reference(reference), expect, receipt, patch)
+    }
+
+    /// Removes the creation the target names.
+    pub(crate) fn remove(
+        &self,
+        target: &TargetArgs,
+        force: bool,
+    ) -> Result<(latch_wire::SessionRef, Option<latch_wire::Owner>), ClientError> {
+        let expect = parse_expect(&target.pre)?;
+        let receipt = self.receipt(&target.pre)?;
+        self.loc()
+            .remove(self.reference(&target.reference), expect, receipt, force)
+    }
+
+    /// Restarts the creation the target names.
+    pub(crate) fn restart(
+        &self,
+        target: &TargetArgs,
+        grace: std::time::Duration,
+    ) -> Result<(latch_wire::SessionRef, latch_client::Created), ClientError> {
+        let expect = parse_expect(&target.pre)?;
+        let receipt = self.receipt(&target.pre)?;
+        self.loc()
+            .restart(self.reference(&target.reference), expect, receipt, grace)
+    }
+
     /// Where the defaults that shaped an attach are: this registry's
     /// defaults.json, or the host's.
     pub(crate) fn defaults_file(&self) -> String {

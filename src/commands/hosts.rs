@@ -9,7 +9,7 @@ use clap::Parser;
 use latch_client::{exit, ClientError, Found, Receipt};
 use serde::Deserialize;
 
-use super::{registry_ops, sessions, usage, At};
+use super::{sessions, usage, At};
 use crate::cli::{Cli, Command, MetaOp, Preconditions, ReceiptOp};
 use crate::remote::{self, Host};
 use crate::{output, shapes};
@@ -315,21 +315,7 @@ pub(crate) fn run(
             )?;
             crate::attach::interactive(handled, at.loc(), &found, false, key, 0)
         }
-        Command::Receipt {
-            op: ReceiptOp::Verify { .. },
-        } if route.receipt.is_some() => {
-            // The receipt's contents travel; the file's name stays here.
-            let mut args = Vec::new();
-            if let Some(r) = root_arg {
-                args.extend(["--root".to_owned(), r]);
-            }
-            if json {
-                args.push("--json".into());
-            }
-            args.extend(["receipt", "verify", "-"].map(str::to_owned));
-            exec_there(&route, args, None)
-        }
-        _ => relay_exec(&route, matches!(command, Command::Meta { .. })),
+        _ => relay_exec(&route),
     }
 }
 
@@ -394,17 +380,11 @@ fn write_receipt(
     Ok(Some(exit::RECEIPT_NOT_WRITTEN))
 }
 
-/// Runs this command's own arguments on the host (SPEC.md §12.2 exec).
-/// With `patch`, stdin is a `meta patch`: read (bounded) and checked here, before
-/// ssh starts, and sent after the request line.
-pub(crate) fn relay_exec(route: &Route, patch: bool) -> Result<i32, ClientError> {
+/// Runs this command's own arguments on the host (SPEC.md §12.2 exec): the
+/// commands version 2 has no typed request for.
+pub(crate) fn relay_exec(route: &Route) -> Result<i32, ClientError> {
     let args = forwarded_args(route)?;
-    let input = if patch {
-        Some(registry_ops::read_patch(std::io::stdin())?.into_bytes())
-    } else {
-        None
-    };
-    exec_there(route, args, input)
+    exec_there(route, args, None)
 }
 
 /// `exec` of `args` on the route's host, its output copied to ours.
@@ -453,8 +433,8 @@ fn ls(
     owner: Option<String>,
 ) -> Result<i32, ClientError> {
     let mut args = Vec::new();
-    if let Some(r) = root {
-        args.extend(["--root".to_owned(), r]);
+    if let Some(r) = &root {
+        args.extend(["--root".to_owned(), r.clone()]);
     }
     args.extend(["--json".to_owned(), "ls".to_owned()]);
     for t in tags {
@@ -463,6 +443,12 @@ fn ls(
     if let Some(s) = status {
         args.extend(["--status".to_owned(), s.name().to_owned()]);
     }
+    let req = remote::proto::LsRequest {
+        root: root.clone(),
+        tags: tags.to_vec(),
+        status: status.map(|s| s.name().to_owned()),
+        owner: owner.clone(),
+    };
     if let Some(o) = owner {
         args.extend(["--owner".to_owned(), o]);
     }
@@ -471,8 +457,8 @@ fn ls(
             let handles: Vec<_> = hosts
                 .iter()
                 .map(|h| {
-                    let args = args.clone();
-                    scope.spawn(move || (h.clone(), ls_one(h, args)))
+                    let (args, req) = (args.clone(), req.clone());
+                    scope.spawn(move || (h.clone(), ls_one(h, req, args)))
                 })
                 .collect();
             handles
@@ -564,7 +550,24 @@ fn ls(
     Ok(code)
 }
 
-fn ls_one(host: &Host, args: Vec<String>) -> Result<Vec<serde_json::Value>, ClientError> {
+/// One host's `ls --json` entries: the typed request of remote protocol 2, and
+/// for an older host (version 1) its `latch --json ls` (SPEC.md §12.2).
+fn ls_one(
+    host: &Host,
+    req: remote::proto::LsRequest,
+    args: Vec<String>,
+) -> Result<Vec<serde_json::Value>, ClientError> {
+    let there = remote::remote(host);
+    match remote::call(&there, remote::Op::Ls(req), remote::Answer::Ls, None) {
+        Err(ClientError::Protocol {
+            found: latch_client::Mismatch::OlderRemote,
+            ..
+        }) => ls_v1(host, args),
+        other => other,
+    }
+}
+
+fn ls_v1(host: &Host, args: Vec<String>) -> Result<Vec<serde_json::Value>, ClientError> {
     let op = remote::Op::Exec {
         args,
         receipt: None,

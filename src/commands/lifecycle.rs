@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use latch_client::{exit, Client, ClientError, KillOutcome, RemoveMode};
 
-use super::{open, open_target, parse_owner, usage};
+use super::usage;
 use crate::cli::TargetArgs;
 use crate::output;
 use crate::shapes::{self, ActionJson, CreatedJson, RestartedJson};
@@ -81,37 +81,31 @@ pub(crate) fn remove_mode(force: bool) -> RemoveMode {
 }
 
 pub(crate) fn rm(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     force: bool,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
-    client.remove(&target.session, remove_mode(force))?;
+    let (session, owner) = at.remove(target, force)?;
     if json {
-        shapes::print(&action_json(
-            &target.session,
-            target.record.owner.clone(),
-            "removed",
-        ))?;
+        shapes::print(&action_json(&session, owner, "removed"))?;
     } else {
-        println!("{}: removed", target.session.id);
+        println!("{}: removed", session.id);
     }
     Ok(exit::OK)
 }
 
 pub(crate) fn restart(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     grace: Duration,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
-    let created = client.restart(&target.session, grace)?;
+    let (previous, created) = at.restart(target, grace)?;
     if json {
         shapes::print(&RestartedJson {
             created: CreatedJson::from(&created),
-            previous_incarnation: target.session.incarnation.to_string(),
+            previous_incarnation: previous.incarnation.to_string(),
         })?;
     } else {
         println!("{}@{}", created.id, created.incarnation);
@@ -119,14 +113,9 @@ pub(crate) fn restart(
     Ok(exit::OK)
 }
 
-pub(crate) fn gc(
-    root: Option<&PathBuf>,
-    opts: &latch_client::GcOptions,
-    owner: Option<&str>,
-    json: bool,
-) -> Result<i32, ClientError> {
-    let client = open(root)?.with_owner(parse_owner(owner)?);
-    let reports = client.gc(opts)?;
+/// gc (SPEC.md §9.12) in the location's registry.
+pub(crate) fn gc(at: &At, opts: &latch_client::GcOptions, json: bool) -> Result<i32, ClientError> {
+    let reports = at.loc().gc(opts)?;
     if json {
         shapes::print(&reports)?;
     } else if reports.is_empty() {

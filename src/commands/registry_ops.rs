@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use latch_client::{exit, Client, ClientError, Entry, MetaPatch, SessionStatus, Target};
 use latch_wire::{Owner, SessionId};
 
-use super::{open, open_for, open_target, parse_expect, parse_kv, parse_owner, usage};
+use super::{open, parse_kv, parse_owner, usage};
 use crate::cli::{MetaOp, ReceiptOp, TargetArgs};
 use crate::output;
 use crate::shapes::{
@@ -326,14 +326,13 @@ pub(crate) fn status_json(
 }
 
 pub(crate) fn tag(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     tags: &[String],
     json: bool,
 ) -> Result<i32, ClientError> {
-    let (client, target) = open_target(root, target)?;
     let patch = tag_patch(parse_kv(tags, "tag")?)?;
-    patched(&client, &target, &patch, json)
+    patched(at, target, &patch, json)
 }
 
 /// `tag`'s patch: `k=v` sets, `k=` deletes.
@@ -356,35 +355,32 @@ pub(crate) fn rename_patch(name: String) -> Result<MetaPatch, ClientError> {
 }
 
 pub(crate) fn rename(
-    root: Option<&PathBuf>,
+    at: &At,
     target: &TargetArgs,
     name: String,
     json: bool,
 ) -> Result<i32, ClientError> {
     let patch = rename_patch(name)?;
-    let (client, target) = open_target(root, target)?;
-    patched(&client, &target, &patch, json)
+    patched(at, target, &patch, json)
 }
 
+/// A patch of the target, wherever it lives: the resolved incarnation is always
+/// the precondition, so a replacement that slips in after resolution is refused
+/// under the lock (exit 4).
 fn patched(
-    client: &Client,
-    target: &Target,
+    at: &At,
+    target: &TargetArgs,
     patch: &MetaPatch,
     json: bool,
 ) -> Result<i32, ClientError> {
-    // The resolved incarnation is always the precondition: a replacement that slips
-    // in after resolution is refused under the lock (exit 4).
-    let done = client.patch(&target.session.id, Some(&target.session.incarnation), patch)?;
+    let done = at.patch(&target.reference, &target.pre, patch)?;
+    let id = &done.record.id;
     if json {
         print_patched(&done)?;
     } else if done.changed.is_empty() {
-        println!("{}: unchanged", target.session.id);
+        println!("{id}: unchanged");
     } else {
-        println!(
-            "{}: changed {}",
-            target.session.id,
-            output::escape(&done.changed.join(", "))
-        );
+        println!("{id}: changed {}", output::escape(&done.changed.join(", ")));
     }
     Ok(exit::OK)
 }
@@ -422,40 +418,33 @@ pub(crate) fn read_patch(from: impl std::io::Read) -> Result<String, ClientError
     String::from_utf8(bytes).map_err(|e| usage(format!("the patch is not UTF-8: {e}")))
 }
 
-pub(crate) fn meta(root: Option<&PathBuf>, op: MetaOp) -> Result<i32, ClientError> {
+/// `meta patch --id ID` (SPEC.md §10): an exact id, the patch read (bounded)
+/// from stdin here, wherever the session lives.
+pub(crate) fn meta(at: &At, op: MetaOp) -> Result<i32, ClientError> {
     let MetaOp::Patch { id, pre } = op;
-    let id = SessionId::new(id.as_str()).map_err(|e| {
+    let id = SessionId::new(at.reference(id.as_str())).map_err(|e| {
         usage(format!(
             "--id {id:?}: {e} (meta patch takes exact ids only)"
         ))
     })?;
     let text = read_patch(std::io::stdin())?;
     let patch = MetaPatch::from_json(&text)?;
-    let client = open_for(root, &pre)?;
-    let mut want = parse_expect(&pre)?;
-    if let Some(path) = &pre.receipt {
-        let r = super::load_receipt(&client, path)?;
-        if r.id != id || want.is_some_and(|w| !w.ct_eq(&r.incarnation)) {
-            return Err(usage("the receipt names another session or incarnation"));
-        }
-        want = Some(r.incarnation);
-    }
-    let done = client.patch(&id, want.as_ref(), &patch)?;
+    let done = at.patch(id.as_str(), &pre, &patch)?;
     print_patched(&done)?;
     Ok(exit::OK)
 }
 
-pub(crate) fn receipt(
-    root: Option<&PathBuf>,
-    op: ReceiptOp,
-    json: bool,
-) -> Result<i32, ClientError> {
+/// `receipt verify FILE` (SPEC.md §9.10) in the receipt's registry: this one, or
+/// the host a host receipt names (its contents travel, never its file name).
+pub(crate) fn receipt(at: &At, op: ReceiptOp, json: bool) -> Result<i32, ClientError> {
     let ReceiptOp::Verify { file } = op;
-    let client = open(root)?;
-    let (verdict, receipt, detail) = match crate::bridge::given_receipt() {
-        None => client.verify_receipt(&file),
-        Some(Some(r)) => client.verify_receipt_value(r.clone()),
-        Some(None) => return Err(usage("a bridge reads no receipt file")),
+    let (verdict, receipt, detail) = match (at.host_receipt(), at.loc().client()) {
+        (Some(r), _) => {
+            let v = at.loc().verify(r.clone())?;
+            (v.verdict, v.receipt, v.detail)
+        }
+        (None, Some(client)) => client.verify_receipt(&file),
+        (None, None) => return Err(usage("receipt verify through a host needs a host receipt")),
     };
     if json {
         shapes::print(&verdict_json(verdict, receipt.as_ref(), detail))?;

@@ -439,11 +439,12 @@ fn explain(remote: &Remote, code: Option<i32>, stderr: &str) -> ClientError {
                 env!("CARGO_PKG_VERSION")
             ),
         ),
-        // An older latch rejects the unknown `bridge` subcommand as a usage error.
+        // An older latch rejects the unknown `bridge` subcommand, or a newer
+        // request it cannot read, as a usage error.
         Some(c @ 2) => ClientError::protocol(
-            Mismatch::Remote,
+            Mismatch::OlderRemote,
             format!(
-                "the latch on host {host} predates remote operation (it exited {c} on `latch \
+                "the latch on host {host} predates this request (it exited {c} on `latch \
                  bridge`{said}); install latch {} there",
                 env!("CARGO_PKG_VERSION")
             ),

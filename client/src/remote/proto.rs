@@ -50,6 +50,12 @@ pub enum Op {
     Patch(PatchRequest),
     /// Version 2: gc on the host (SPEC.md §9.12).
     Gc(GcRequest),
+    /// Version 2: `rm` of the creation a reference resolves to (SPEC.md §9.11).
+    Remove(Removal),
+    /// Version 2: `restart` of the creation a reference resolves to.
+    Restart(Restarting),
+    /// Version 2: what a receipt says now (SPEC.md §9.10).
+    Verify(VerifyRequest),
     /// An operation this build does not know (a newer caller's): answered
     /// `unsupported`. Never sent.
     #[serde(skip)]
@@ -67,6 +73,9 @@ impl Op {
             Self::Ls(_) => "ls",
             Self::Patch(_) => "patch",
             Self::Gc(_) => "gc",
+            Self::Remove(_) => "remove",
+            Self::Restart(_) => "restart",
+            Self::Verify(_) => "verify",
             Self::Unknown(n) => n,
         }
     }
@@ -85,7 +94,7 @@ pub struct Pinned {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct KillByProof {
     #[serde(flatten)]
     pub target: Pinned,
@@ -113,12 +122,14 @@ pub struct LsRequest {
     pub owner: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A reference to resolve on the host, under its preconditions (SPEC.md §9.10,
+/// §9.11), as a local command resolves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PatchRequest {
+pub struct Resolve {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
-    /// An exact id, or `ID@INCARNATION`.
+    /// An id, a name, or `ID@INCARNATION`.
     pub reference: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<String>,
@@ -126,8 +137,76 @@ pub struct PatchRequest {
     pub receipt: Option<Receipt>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchRequest {
+    #[serde(flatten)]
+    pub target: Resolve,
     /// The patch, in `meta patch`'s JSON (SPEC.md §10).
     pub patch: serde_json::Value,
+}
+
+/// `patch`'s answer: the keys changed and the record after.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchedAnswer {
+    pub changed: Vec<String>,
+    pub record: latch_registry::Record,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Removal {
+    #[serde(flatten)]
+    pub target: Resolve,
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `remove`'s answer: the creation removed and its owner.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Removed {
+    pub session: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Restarting {
+    #[serde(flatten)]
+    pub target: Resolve,
+    pub grace_ms: u64,
+}
+
+/// `restart`'s answer: the creation replaced, and the new one's record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartedAnswer {
+    pub previous: String,
+    pub record: latch_registry::Record,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VerifyRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// The receipt, its host taken out.
+    pub receipt: Receipt,
+}
+
+/// `verify`'s answer (SPEC.md §9.10).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verified {
+    pub verdict: crate::Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Receipt>,
+    pub detail: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,7 +260,7 @@ pub struct ConnectRequest {
 }
 
 /// The operations this build serves, by their wire names.
-const KNOWN: [&str; 7] = [
+const KNOWN: [&str; 10] = [
     "exec",
     "connect",
     "killByProof",
@@ -189,6 +268,9 @@ const KNOWN: [&str; 7] = [
     "ls",
     "patch",
     "gc",
+    "remove",
+    "restart",
+    "verify",
 ];
 
 /// Decodes the request line (without its newline), as the bridge does. A request

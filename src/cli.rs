@@ -360,6 +360,59 @@ impl Cli {
     }
 }
 
+impl Command {
+    /// The REF of a command, if it takes one.
+    pub(crate) fn reference(&self) -> Option<&str> {
+        match self {
+            Command::Peek { target, .. }
+            | Command::Send { target, .. }
+            | Command::Wait { target, .. }
+            | Command::Resize { target, .. }
+            | Command::Status { target }
+            | Command::Kill { target, .. }
+            | Command::Rm { target, .. }
+            | Command::Tag { target, .. }
+            | Command::Rename { target, .. }
+            | Command::Restart { target, .. } => Some(&target.reference),
+            Command::Cast(args) => Some(&args.target.reference),
+            Command::Run(a) => Some(&a.target.reference),
+            Command::Commands(a) => Some(&a.target.reference),
+            Command::Attach { reference, .. } | Command::Events { reference, .. } => {
+                reference.as_deref()
+            }
+            _ => None,
+        }
+    }
+
+    /// The receipt file a command acts by (`--receipt`, `receipt verify FILE`).
+    pub(crate) fn receipt_file(&self) -> Option<&std::path::Path> {
+        let pre = match self {
+            Command::Peek { target, .. }
+            | Command::Send { target, .. }
+            | Command::Wait { target, .. }
+            | Command::Resize { target, .. }
+            | Command::Status { target }
+            | Command::Kill { target, .. }
+            | Command::Rm { target, .. }
+            | Command::Tag { target, .. }
+            | Command::Rename { target, .. }
+            | Command::Restart { target, .. } => &target.pre,
+            Command::Cast(args) => &args.target.pre,
+            Command::Run(a) => &a.target.pre,
+            Command::Commands(a) => &a.target.pre,
+            Command::Attach { pre, .. } => pre,
+            Command::Meta {
+                op: MetaOp::Patch { pre, .. },
+            } => pre,
+            Command::Receipt {
+                op: ReceiptOp::Verify { file },
+            } => return Some(file),
+            _ => return None,
+        };
+        pre.receipt.as_deref()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

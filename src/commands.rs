@@ -14,6 +14,7 @@ pub(crate) mod send;
 pub(crate) mod sessions;
 pub(crate) mod stats;
 pub(crate) mod supervise;
+mod there;
 pub(crate) mod turns;
 pub(crate) mod up;
 
@@ -287,7 +288,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
     let json = cli.json;
     let Some(command) = cli.command else {
         return match route {
-            Some(route) => hosts::relay_exec(&route),
+            Some(route) => there::relay_exec(&route),
             None => registry_ops::summary(root, json),
         };
     };
@@ -297,7 +298,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         Err(command) => *command,
     };
     if let Some(route) = route {
-        return hosts::run(route, root, json, command);
+        return there::run(route, root, json, command);
     }
     match command {
         Command::Control(args) => crate::control::run(root, &args),

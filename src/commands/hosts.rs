@@ -3,14 +3,11 @@
 //! only the route, the create there, the registry commands the host runs
 //! (`exec`), and the `ls` merge of several hosts.
 
-use std::path::PathBuf;
-
-use clap::Parser;
-use latch_client::{exit, ClientError, Found, Receipt};
+use latch_client::{exit, ClientError, Receipt};
 use serde::Deserialize;
 
-use super::{sessions, usage, At};
-use crate::cli::{Cli, Command, MetaOp, Preconditions, ReceiptOp};
+use super::usage;
+use crate::cli::{Cli, Command};
 use crate::remote::{self, Host};
 use crate::{output, shapes};
 
@@ -30,57 +27,11 @@ impl Route {
     pub(crate) fn host(&self) -> &Host {
         &self.hosts[0]
     }
-}
 
-/// The REF of a command, if it takes one.
-fn reference_of(command: &Command) -> Option<&str> {
-    match command {
-        Command::Peek { target, .. }
-        | Command::Send { target, .. }
-        | Command::Wait { target, .. }
-        | Command::Resize { target, .. }
-        | Command::Status { target }
-        | Command::Kill { target, .. }
-        | Command::Rm { target, .. }
-        | Command::Tag { target, .. }
-        | Command::Rename { target, .. }
-        | Command::Restart { target, .. } => Some(&target.reference),
-        Command::Cast(args) => Some(&args.target.reference),
-        Command::Run(a) => Some(&a.target.reference),
-        Command::Commands(a) => Some(&a.target.reference),
-        Command::Attach { reference, .. } | Command::Events { reference, .. } => {
-            reference.as_deref()
-        }
-        _ => None,
+    /// Every host named (`ls` merges them).
+    pub(crate) fn hosts(&self) -> &[Host] {
+        &self.hosts
     }
-}
-
-/// The receipt file a command acts by (`--receipt`, `receipt verify FILE`).
-fn receipt_of(command: &Command) -> Option<&std::path::Path> {
-    let pre = match command {
-        Command::Peek { target, .. }
-        | Command::Send { target, .. }
-        | Command::Wait { target, .. }
-        | Command::Resize { target, .. }
-        | Command::Status { target }
-        | Command::Kill { target, .. }
-        | Command::Rm { target, .. }
-        | Command::Tag { target, .. }
-        | Command::Rename { target, .. }
-        | Command::Restart { target, .. } => &target.pre,
-        Command::Cast(args) => &args.target.pre,
-        Command::Run(a) => &a.target.pre,
-        Command::Commands(a) => &a.target.pre,
-        Command::Attach { pre, .. } => pre,
-        Command::Meta {
-            op: MetaOp::Patch { pre, .. },
-        } => pre,
-        Command::Receipt {
-            op: ReceiptOp::Verify { file },
-        } => return Some(file),
-        _ => return None,
-    };
-    pre.receipt.as_deref()
 }
 
 /// `--local`: the command runs here, whatever `$LATCH_HOST` or a REF's colon say;
@@ -116,7 +67,7 @@ pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
     let given = cli
         .command
         .as_ref()
-        .and_then(reference_of)
+        .and_then(Command::reference)
         .filter(|r| !r.starts_with('.'));
     let mut reference = None;
     if let Some(r) = given {
@@ -133,7 +84,7 @@ pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
     }
     // A receipt naming a host sends the command there; one naming none is local.
     let mut receipt = None;
-    if let Some(path) = cli.command.as_ref().and_then(receipt_of) {
+    if let Some(path) = cli.command.as_ref().and_then(Command::receipt_file) {
         match Receipt::load(path) {
             // Unreadable and local: the local command says so as it always has.
             Err(_) if hosts.is_empty() => {}
@@ -177,231 +128,6 @@ pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
     }))
 }
 
-/// This command's own arguments, to run on the host: `--host` taken out, the REF
-/// without its `HOST:`, and a `--receipt FILE` or `receipt verify FILE` as `-` (the
-/// receipt travels in the request, SPEC.md §12.2).
-fn forwarded_args(route: &Route) -> Result<Vec<String>, ClientError> {
-    let mut out = Vec::new();
-    let mut args = std::env::args_os().skip(1);
-    let mut receipt_next = false;
-    let mut after_dashes = false;
-    while let Some(a) = args.next() {
-        let a = a.into_string().map_err(|a| {
-            usage(format!(
-                "argument {a:?} is not UTF-8; it cannot go to another host"
-            ))
-        })?;
-        if after_dashes {
-            out.push(a);
-            continue;
-        }
-        if a == "--" {
-            after_dashes = true;
-        } else if a == "--host" {
-            args.next();
-            continue;
-        } else if a.starts_with("--host=") {
-            continue;
-        } else if route.receipt.is_some() {
-            if std::mem::take(&mut receipt_next) {
-                out.push("-".into());
-                continue;
-            } else if a == "--receipt" {
-                receipt_next = true;
-            } else if a.starts_with("--receipt=") {
-                out.push("--receipt=-".into());
-                continue;
-            }
-        }
-        out.push(a);
-    }
-    if let Some((given, rest)) = &route.reference {
-        strip_host_of_ref(&mut out, given, rest)?;
-    }
-    Ok(out)
-}
-
-/// Replaces the command's REF in `args` with `rest`: the one argument that clap
-/// takes as the REF, never an option's value or a text that happens to be equal
-/// (`peek --wait h:x h:x`), so no `HOST:` REF ever reaches the bridge.
-fn strip_host_of_ref(args: &mut [String], given: &str, rest: &str) -> Result<(), ClientError> {
-    let is_ref = |args: &[String]| {
-        let argv = std::iter::once("latch".to_owned()).chain(args.iter().cloned());
-        Cli::try_parse_from(argv)
-            .ok()
-            .is_some_and(|cli| cli.command.as_ref().and_then(reference_of) == Some(rest))
-    };
-    for at in 0..args.len() {
-        if args[at] != given {
-            continue;
-        }
-        let mut tried = args.to_vec();
-        tried[at] = rest.to_owned();
-        if is_ref(&tried) {
-            args[at] = rest.to_owned();
-            return Ok(());
-        }
-    }
-    Err(usage(format!(
-        "cannot find the reference {given:?} among the arguments to send to its host"
-    )))
-}
-
-fn one(route: &Route) -> &Host {
-    route.host()
-}
-
-/// The commands the location does not carry: `ls` over hosts, a create there,
-/// and the registry commands the host runs itself.
-pub(crate) fn run(
-    route: Route,
-    root: Option<&PathBuf>,
-    json: bool,
-    command: Command,
-) -> Result<i32, ClientError> {
-    let root_arg = root
-        .map(|p| {
-            p.to_str()
-                .map(str::to_owned)
-                .ok_or_else(|| usage("--root is not UTF-8"))
-        })
-        .transpose()?;
-    if let Command::New(args) = &command {
-        super::supervise::check_remote(&args.supervise)?;
-        // The cast file is the host's: this directory means nothing there (SPEC §4.8).
-        crate::commands::cast::new_spec(args.cast.as_deref(), true)?;
-    }
-    match command {
-        Command::Ls {
-            tags,
-            status,
-            owner,
-        } => ls(&route.hosts, root_arg, json, &tags, status, owner),
-        Command::Exec { .. }
-        | Command::Up(_)
-        | Command::Down(_)
-        | Command::Completions { .. }
-        | Command::Man
-        | Command::Daemon { .. }
-        | Command::Bridge => Err(usage("this command runs only on this host (no --host)")),
-        Command::New(args) if !args.detached || args.receipt.is_some() => {
-            // The receipt is written here, so first checked here (SPEC.md §9.10).
-            let receipt = args
-                .receipt
-                .as_deref()
-                .map(sessions::prepare_receipt)
-                .transpose()?;
-            let handled = crate::attach::block_signals()?;
-            let at = At::open(root, Some(&route), &Preconditions::default())?;
-            let found = at.loc().create_there(new_args(&route)?)?;
-            if let Some(path) = &receipt {
-                if let Some(code) = write_receipt(&found, one(&route), path, json)? {
-                    return Ok(code);
-                }
-            }
-            if json || args.detached {
-                match &found.created {
-                    Some(c) if json => println!("{c}"),
-                    _ => println!("{}", found.session),
-                }
-            }
-            if args.detached {
-                return Ok(exit::OK);
-            }
-            let key = sessions::choose_detach_key(
-                args.detach_key.as_deref(),
-                found.defaults.detach_key.as_deref(),
-                &at.defaults_file(),
-            )?;
-            crate::attach::interactive(handled, at.loc(), &found, false, key, 0)
-        }
-        _ => relay_exec(&route),
-    }
-}
-
-/// `new`'s options as given, for the bridge's `latch --json new -d ARGS`: less the
-/// subcommand and the global options before it, `--receipt` (written here) and
-/// `-d` (the bridge adds it).
-fn new_args(route: &Route) -> Result<Vec<String>, ClientError> {
-    let mut args = forwarded_args(route)?;
-    let at = args.iter().position(|a| a == "new").unwrap_or(0);
-    args.drain(..=at);
-    let mut out = Vec::new();
-    let mut it = args.into_iter();
-    while let Some(a) = it.next() {
-        if a == "--" {
-            out.push(a);
-            out.extend(it.by_ref());
-        } else if a == "--receipt" {
-            it.next();
-        } else if a.starts_with("--receipt=") || a == "--detached" {
-        } else if a.starts_with('-') && !a.starts_with("--") && a.contains('d') {
-            // A cluster of short flags (`-dA`): -d and -A take no value.
-            let rest: String = a.chars().filter(|&c| c != 'd').collect();
-            if rest != "-" {
-                out.push(rest);
-            }
-        } else {
-            out.push(a);
-        }
-    }
-    Ok(out)
-}
-
-/// Writes the receipt of the remote creation here, naming its host. If that fails,
-/// the session exists: printed as on success, and exit 11 (SPEC.md §9.10).
-fn write_receipt(
-    found: &Found,
-    host: &Host,
-    path: &std::path::Path,
-    json: bool,
-) -> Result<Option<i32>, ClientError> {
-    let session = &found.session;
-    let written = match found.receipt.clone() {
-        Some(mut r) if r.session() == *session => {
-            r.host = Some(host.to_string());
-            r.write(path)
-        }
-        _ => Err(ClientError::protocol(
-            latch_client::Mismatch::Remote,
-            format!("the latch on host {host} sent no receipt for {session}"),
-        )),
-    };
-    let Err(e) = written else {
-        return Ok(None);
-    };
-    match &found.created {
-        Some(c) if json => println!("{c}"),
-        _ => println!("{session}"),
-    }
-    eprintln!(
-        "latch: session {session} was created on host {host} and runs, but its receipt could          not be written: {e}; `latch kill {host}:{session}` ends it"
-    );
-    Ok(Some(exit::RECEIPT_NOT_WRITTEN))
-}
-
-/// Runs this command's own arguments on the host (SPEC.md §12.2 exec): the
-/// commands version 2 has no typed request for.
-pub(crate) fn relay_exec(route: &Route) -> Result<i32, ClientError> {
-    let args = forwarded_args(route)?;
-    exec_there(route, args, None)
-}
-
-/// `exec` of `args` on the route's host, its output copied to ours.
-fn exec_there(
-    route: &Route,
-    args: Vec<String>,
-    input: Option<Vec<u8>>,
-) -> Result<i32, ClientError> {
-    let op = remote::Op::Exec {
-        args,
-        receipt: route.receipt.clone(),
-    };
-    let there = remote::remote(one(route));
-    let (_, code, _) = remote::request(&there, op, remote::ANY, input, remote::Sink::Stdout)?;
-    Ok(code)
-}
-
 /// One `ls --json` element as another host's latch printed it.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -424,7 +150,7 @@ struct Listed {
 
 /// `ls` over hosts, asked in parallel (one ssh each), merged with a `host` column
 /// and field; an unreachable host is a row of its own and exit 7 (SPEC.md §12.6).
-fn ls(
+pub(crate) fn ls(
     hosts: &[Host],
     root: Option<String>,
     json: bool,
@@ -490,23 +216,11 @@ fn ls(
         match answer {
             Ok(entries) => {
                 for mut e in entries {
-                    let listed: Option<Listed> = serde_json::from_value(e.clone()).ok();
+                    if let Some(row) = session_row(&host, &e) {
+                        table.row(row);
+                    }
                     if let Some(obj) = e.as_object_mut() {
                         obj.insert("host".into(), host.as_str().into());
-                    }
-                    if let Some(l) = listed {
-                        table.row(vec![
-                            host.to_string(),
-                            l.id,
-                            match (l.status.as_str(), l.exit_code, l.exit_signal) {
-                                ("exited", Some(c), _) => format!("exited({c})"),
-                                ("exited", None, Some(s)) => format!("killed({s})"),
-                                (s, _, _) => s.to_owned(),
-                            },
-                            l.created_at.map_or("-".into(), output::age),
-                            l.name.unwrap_or_else(|| "-".into()),
-                            l.error.unwrap_or_else(|| output::shell_join(&l.command)),
-                        ]);
                     }
                     rows.push(e);
                 }
@@ -514,27 +228,9 @@ fn ls(
             Err(e) => {
                 eprintln!("latch: {}", output::escape(&e.to_string()));
                 code = fail_code;
-                let status = if e.exit_code() == exit::UNREACHABLE {
-                    "unreachable"
-                } else {
-                    e.kind()
-                };
-                table.row(vec![
-                    host.to_string(),
-                    "-".into(),
-                    status.into(),
-                    "-".into(),
-                    "-".into(),
-                    e.to_string(),
-                ]);
-                rows.push(
-                    serde_json::to_value(shapes::HostDownJson {
-                        host: host.to_string(),
-                        status,
-                        error: e.to_string(),
-                    })
-                    .map_err(|e| ClientError::Other(e.to_string()))?,
-                );
+                let (row, value) = host_down(&host, &e)?;
+                table.row(row);
+                rows.push(value);
             }
         }
     }
@@ -548,6 +244,50 @@ fn ls(
         }
     }
     Ok(code)
+}
+
+/// The table row of one `ls --json` entry of `host`.
+fn session_row(host: &Host, entry: &serde_json::Value) -> Option<Vec<String>> {
+    let l: Listed = serde_json::from_value(entry.clone()).ok()?;
+    Some(vec![
+        host.to_string(),
+        l.id,
+        match (l.status.as_str(), l.exit_code, l.exit_signal) {
+            ("exited", Some(c), _) => format!("exited({c})"),
+            ("exited", None, Some(s)) => format!("killed({s})"),
+            (s, _, _) => s.to_owned(),
+        },
+        l.created_at.map_or("-".into(), output::age),
+        l.name.unwrap_or_else(|| "-".into()),
+        l.error.unwrap_or_else(|| output::shell_join(&l.command)),
+    ])
+}
+
+/// The row and the `host down` element of a host that could not be listed.
+fn host_down(
+    host: &Host,
+    e: &ClientError,
+) -> Result<(Vec<String>, serde_json::Value), ClientError> {
+    let status = if e.exit_code() == exit::UNREACHABLE {
+        "unreachable"
+    } else {
+        e.kind()
+    };
+    let row = vec![
+        host.to_string(),
+        "-".into(),
+        status.into(),
+        "-".into(),
+        "-".into(),
+        e.to_string(),
+    ];
+    let value = serde_json::to_value(shapes::HostDownJson {
+        host: host.to_string(),
+        status,
+        error: e.to_string(),
+    })
+    .map_err(|e| ClientError::Other(e.to_string()))?;
+    Ok((row, value))
 }
 
 /// One host's `ls --json` entries: the typed request of remote protocol 2, and

@@ -16,7 +16,7 @@ use latch_client::remote::proto::{
     Removed, Resolve, RestartedAnswer, Restarting, Verified, VerifyRequest,
 };
 
-use crate::commands::registry_ops;
+use crate::commands::{registry_ops, sessions};
 use latch_client::{exit, Client, ClientError, KillOutcome, Location, Receipt};
 use latch_wire::SessionRef;
 
@@ -63,7 +63,7 @@ pub fn active() -> bool {
 /// Runs the bridge; returns the exit code.
 pub fn run() -> i32 {
     ACTIVE.store(true, std::sync::atomic::Ordering::Relaxed);
-    // Nor does the `latch new` it runs for a create: it inherits no LATCH_HOST.
+    // Nor does anything it runs: no LATCH_HOST (SPEC.md §12.2).
     // SAFETY (edition 2021: safe fn): no other thread runs yet.
     std::env::remove_var("LATCH_HOST");
     let mut stdin = std::io::stdin().lock();
@@ -326,16 +326,10 @@ fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
     let client = open(req.root.as_deref())?;
     let mut created = None;
     let reference = match (&req.create, &req.reference) {
-        (Some(args), _) => {
-            let value = create(req.root.as_deref(), args)?;
-            let id = value.get("id").and_then(|v| v.as_str()).unwrap_or_default();
-            let inc = value
-                .get("incarnation")
-                .and_then(|v| v.as_str())
-                .unwrap_or_default();
-            let r = format!("{id}@{inc}");
+        (Some(spec), _) => {
+            let (reference, value) = create(req.root.as_deref(), spec.clone())?;
             created = Some(value);
-            r
+            reference
         }
         (None, Some(r)) => r.clone(),
         (None, None) => return Err(ClientError::Usage("no session named".into())),
@@ -400,57 +394,34 @@ fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
     }
 }
 
-/// Refuses create arguments that would take `latch new` anywhere but this host's
-/// registry (`--host` before `--`; after it, it is the program's). The child parses
-/// them as this does, and inherits no `$LATCH_HOST` (SPEC.md §12.2).
-fn check_create_args(args: &[String]) -> Result<(), ClientError> {
-    let argv = ["latch", "--json", "new", "-d"]
-        .map(str::to_owned)
-        .into_iter()
-        .chain(args.iter().cloned());
-    let local = match crate::cli::Cli::try_parse_from(argv) {
-        // Not parsed: the child refuses it as a usage error, here as anywhere.
-        Err(_) => true,
-        Ok(cli) => cli.host.is_empty() && matches!(cli.command, Some(crate::cli::Command::New(_))),
+/// The create a `connect` asks for (SPEC.md §12.2): `new`'s arguments as its
+/// caller parsed them, created here detached in this process by `new`'s own step;
+/// what `new -d --json` prints. They cannot name a host: `--host` is no argument of
+/// `new`.
+fn create(
+    root: Option<&str>,
+    spec: serde_json::Value,
+) -> Result<(String, serde_json::Value), ClientError> {
+    let args: crate::cli::NewArgs = serde_json::from_value(spec)
+        .map_err(|e| ClientError::Usage(format!("unreadable create arguments: {e}")))?;
+    if !args.detached || args.receipt.is_some() {
+        return Err(ClientError::Usage(
+            "a bridge creates detached, and writes no receipt file".into(),
+        ));
+    }
+    let client = sessions::new_client(root.map(PathBuf::from).as_ref(), &args)?;
+    let (session, shape) = match sessions::create_or_join(&client, &args, (24, 80))? {
+        sessions::Made::Created(created) => (
+            SessionRef::new(created.id.clone(), created.incarnation),
+            crate::shapes::CreatedJson::from(&created),
+        ),
+        sessions::Made::Joined(target) => {
+            eprintln!("latch: session {} was already running", target.session.id);
+            (target.session, sessions::created_json(&target.record))
+        }
     };
-    if local {
-        Ok(())
-    } else {
-        Err(ClientError::Usage(
-            "a bridge creates on its own host only: the create arguments name a host".into(),
-        ))
-    }
-}
-
-/// `latch --json new -d ARGS` as a child process; its created line.
-fn create(root: Option<&str>, args: &[String]) -> Result<serde_json::Value, ClientError> {
-    check_create_args(args)?;
-    let exe =
-        std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
-    let mut cmd = std::process::Command::new(exe);
-    if let Some(r) = root {
-        cmd.arg("--root").arg(r);
-    }
-    let out = cmd
-        .args(["--json", "new", "-d"])
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|e| ClientError::Other(format!("latch new: {e}")))?;
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| ClientError::Other(format!("latch new printed no session ({e})")))?;
-    if let Some(err) = value.get("error") {
-        let body: ErrorBodyOwned = serde_json::from_value(err.clone())
-            .map_err(|e| ClientError::Other(format!("latch new: {e}")))?;
-        return Err(ClientError::Relayed {
-            host: "latch new".into(),
-            kind: body.kind,
-            exit_code: body.exit_code,
-            message: body.message,
-        });
-    }
-    Ok(value)
+    let value = serde_json::to_value(shape).map_err(|e| ClientError::Other(e.to_string()))?;
+    Ok((session.to_string(), value))
 }
 
 /// Copies stdin to the socket and the socket to stdout, unbuffered, until the

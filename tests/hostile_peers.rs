@@ -247,17 +247,27 @@ fn a_bridge_never_routes_a_create() {
     let reg = Reg::new();
     let (ssh, mark) = ssh_marker(&reg);
     let env = [("LATCH_SSH", ssh.as_path())];
+    // A create is `new`'s arguments as parsed (SPEC.md §12.2): a command line, or
+    // a host among them, is no create, and nothing is created or routed.
     let line = request(json!({"connect": {
         "create": ["--host", "evil", "--id", "far", "--", "sleep", "600"]
     }}));
     let out = bridge(&reg, &env, &line, b"");
-    assert!(!mark.exists(), "the bridge's `latch new` ran ssh: {out:?}");
+    assert!(!mark.exists(), "the bridge's create ran ssh: {out:?}");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!reg.path("far.json").exists());
+    let line = request(json!({"connect": {
+        "create": {"detached": true, "id": "far", "host": "evil", "command": ["sleep", "600"]}
+    }}));
+    let out = bridge(&reg, &env, &line, b"");
+    assert!(!mark.exists(), "the bridge's create ran ssh: {out:?}");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(!reg.path("far.json").exists());
 
-    // After `--`, `--host` is the program's, created here.
+    // `--host` in the program's arguments is the program's, created here.
     let line = request(json!({"connect": {
-        "create": ["--id", "near", "--", "sh", "-c", "exec sleep 600", "x", "--host", "evil"]
+        "create": {"detached": true, "id": "near",
+                   "command": ["sh", "-c", "exec sleep 600", "x", "--host", "evil"]}
     }}));
     let out = bridge(&reg, &env, &line, b"");
     assert!(!mark.exists(), "{out:?}");

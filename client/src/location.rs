@@ -196,9 +196,9 @@ impl<'a> Location<'a> {
         }
     }
 
-    /// Creates a session on another host with `latch new` arguments (SPEC.md
+    /// Creates a session on another host with `latch new`'s arguments (SPEC.md
     /// §12.2), and resolves it.
-    pub fn create_there(&self, args: Vec<String>) -> Result<Found, ClientError> {
+    pub fn create_there(&self, args: serde_json::Value) -> Result<Found, ClientError> {
         let Self::There(there) = self else {
             return Err(ClientError::Usage(
                 "a create through a bridge needs a host".into(),

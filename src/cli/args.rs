@@ -30,7 +30,10 @@ pub enum ReceiptOp {
     },
 }
 
-#[derive(Debug, Args)]
+/// `new`'s arguments; a create sent to another host carries them as they were
+/// parsed here (SPEC.md §12.2), less `--receipt`, `--detach-key` and `-d`.
+#[derive(Debug, Default, Args, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct NewArgs {
     /// Do not attach.
     #[arg(short = 'd', long)]
@@ -89,7 +92,8 @@ pub struct NewArgs {
 }
 
 /// `--legacy`: the legacy-client policy (SPEC.md §7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Legacy {
     /// Close older clients at once.
     Off,

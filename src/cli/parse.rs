@@ -9,6 +9,20 @@ use clap::ValueEnum;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Dur(pub std::time::Duration);
 
+/// On the wire (a create sent to another host, SPEC.md §12.2): milliseconds.
+impl serde::Serialize for Dur {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Dur {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let ms = <u64 as serde::Deserialize>::deserialize(d)?;
+        Ok(Self(std::time::Duration::from_millis(ms)))
+    }
+}
+
 impl std::str::FromStr for Dur {
     type Err = String;
 

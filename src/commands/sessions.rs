@@ -146,7 +146,7 @@ fn running_target(client: &Client, id: &SessionId) -> Result<Option<Target>, Cli
 }
 
 /// The created shape for an existing creation (`new -A` joining it).
-fn created_json(record: &latch_registry::Record) -> CreatedJson {
+pub(crate) fn created_json(record: &latch_registry::Record) -> CreatedJson {
     CreatedJson {
         id: record.id.to_string(),
         incarnation: record.incarnation.to_string(),
@@ -198,41 +198,71 @@ pub(crate) fn new_session(
     Ok(new)
 }
 
-pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i32, ClientError> {
+/// What `new` made: a creation, or (with -A) the running session it joined.
+pub(crate) enum Made {
+    Created(latch_client::Created),
+    Joined(Target),
+}
+
+/// This registry's client for `new`'s arguments: with -A, an existing session is
+/// joined only if it is provably OWNER's.
+pub(crate) fn new_client(root: Option<&PathBuf>, args: &NewArgs) -> Result<Client, ClientError> {
     let owner = parse_owner(args.owner.as_deref())?;
-    // With -A, an existing session is joined only if it is provably OWNER's.
-    let client = open(root)?.with_owner(owner.clone().filter(|_| args.attach_or_create));
+    Ok(open(root)?.with_owner(owner.filter(|_| args.attach_or_create)))
+}
+
+/// Creates the session `new`'s arguments ask for, at `size`, or with -A joins the
+/// running one: the one creation step of `new` here and of a create a bridge
+/// serves (SPEC.md §12.2).
+pub(crate) fn create_or_join(
+    client: &Client,
+    args: &NewArgs,
+    size: (u16, u16),
+) -> Result<Made, ClientError> {
+    let owner = parse_owner(args.owner.as_deref())?;
     let id = args
         .id
         .as_deref()
         .map(|s| SessionId::new(s).map_err(|e| usage(format!("--id {s:?}: {e}"))))
         .transpose()?;
+    let new = new_session(client, args, id.clone(), owner, size)?;
+    // -A: join the running session, else create it. Two racing calls both find
+    // none; the daemon's creation under the session lock lets exactly one win
+    // (SPEC.md §9.6) and the other joins the winner.
+    let running = match (&id, args.attach_or_create) {
+        (Some(id), true) => running_target(client, id)?,
+        _ => None,
+    };
+    if let Some(t) = running {
+        return Ok(Made::Joined(t));
+    }
+    match client.create(new) {
+        Ok(created) => {
+            if let Some(name) = &args.name {
+                note_shared_name(client, name, &created.id);
+            }
+            Ok(Made::Created(created))
+        }
+        Err(ClientError::Exists(id)) if args.attach_or_create => Ok(Made::Joined(
+            running_target(client, &id)?.ok_or(ClientError::Exists(id))?,
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i32, ClientError> {
+    let client = new_client(root, &args)?;
     let key = if args.detached {
         None
     } else {
         detach_key(&client, args.detach_key.as_deref())?
     };
     let receipt = args.receipt.as_deref().map(prepare_receipt).transpose()?;
-    let (rows, cols) = terminal_size();
-    let new = new_session(&client, &args, id.clone(), owner, (rows, cols))?;
-    // -A: join the running session, else create it. Two racing calls both find
-    // none; the daemon's creation under the session lock lets exactly one win
-    // (SPEC.md §9.6) and the other joins the winner.
-    let running = match (&id, args.attach_or_create) {
-        (Some(id), true) => running_target(&client, id)?,
-        _ => None,
-    };
-    let target = match running {
-        Some(t) => t,
-        None => match client.create(new) {
-            Ok(created) => {
-                return created_session(&client, &created, &args, receipt, key, json);
-            }
-            Err(ClientError::Exists(id)) if args.attach_or_create => {
-                running_target(&client, &id)?.ok_or(ClientError::Exists(id))?
-            }
-            Err(e) => return Err(e),
-        },
+    let target = match create_or_join(&client, &args, terminal_size())? {
+        Made::Created(created) => {
+            return created_session(&client, &created, &args, receipt, key, json);
+        }
+        Made::Joined(t) => t,
     };
     if let Some(path) = &receipt {
         let created = latch_client::Created::of_record(&target.record);
@@ -290,9 +320,6 @@ fn created_session(
     }
     if json || args.detached {
         print()?;
-    }
-    if let Some(name) = &args.name {
-        note_shared_name(client, name, &created.id);
     }
     if args.detached {
         return Ok(exit::OK);

@@ -7,7 +7,8 @@ use super::usage;
 use crate::cli::Dur;
 
 /// `latch new`'s supervision options.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct SuperviseArgs {
     /// Restart the program when it ends: no, on-failure (a non-zero exit, or a
     /// signal other than latch's kill), always (any end but a kill).
@@ -31,7 +32,10 @@ pub struct SuperviseArgs {
 }
 
 /// `--restart`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum RestartArg {
     /// Never.
     No,

@@ -45,15 +45,13 @@ pub(crate) fn run(
         | Command::Man
         | Command::Daemon { .. }
         | Command::Bridge => Err(usage("this command runs only on this host (no --host)")),
-        Command::New(args) if !args.detached || args.receipt.is_some() => {
-            new_there(&route, root, &args, json)
-        }
+        Command::New(args) => new_there(&route, root, &args, json),
         _ => relay_exec(&route),
     }
 }
 
-/// `new` on the route's host, when its creation is this command's to finish: a
-/// receipt written here, or an attach.
+/// `new` on the route's host: created there from the arguments as parsed here
+/// (SPEC.md §12.2); its receipt is written here, and its attach is from here.
 pub(crate) fn new_there(
     route: &Route,
     root: Option<&PathBuf>,
@@ -68,7 +66,7 @@ pub(crate) fn new_there(
         .transpose()?;
     let handled = crate::attach::block_signals()?;
     let at = At::open(root, Some(route), &Preconditions::default())?;
-    let found = at.loc().create_there(new_args(route)?)?;
+    let found = at.loc().create_there(create_spec(args)?)?;
     if let Some(path) = &receipt {
         if let Some(code) = write_receipt(&found, route.host(), path, json)? {
             return Ok(code);
@@ -161,33 +159,16 @@ fn strip_host_of_ref(args: &mut [String], given: &str, rest: &str) -> Result<(),
     )))
 }
 
-/// `new`'s options as given, for the bridge's `latch --json new -d ARGS`: less the
-/// subcommand and the global options before it, `--receipt` (written here) and
-/// `-d` (the bridge adds it).
-fn new_args(route: &Route) -> Result<Vec<String>, ClientError> {
-    let mut args = forwarded_args(route)?;
-    let at = args.iter().position(|a| a == "new").unwrap_or(0);
-    args.drain(..=at);
-    let mut out = Vec::new();
-    let mut it = args.into_iter();
-    while let Some(a) = it.next() {
-        if a == "--" {
-            out.push(a);
-            out.extend(it.by_ref());
-        } else if a == "--receipt" {
-            it.next();
-        } else if a.starts_with("--receipt=") || a == "--detached" {
-        } else if a.starts_with('-') && !a.starts_with("--") && a.contains('d') {
-            // A cluster of short flags (`-dA`): -d and -A take no value.
-            let rest: String = a.chars().filter(|&c| c != 'd').collect();
-            if rest != "-" {
-                out.push(rest);
-            }
-        } else {
-            out.push(a);
-        }
+/// `new`'s arguments for the host's create: as parsed here, detached, less the
+/// receipt (written here) and the detach key (used here).
+fn create_spec(args: &NewArgs) -> Result<serde_json::Value, ClientError> {
+    let mut spec = serde_json::to_value(args).map_err(|e| ClientError::Other(e.to_string()))?;
+    if let Some(o) = spec.as_object_mut() {
+        o.insert("detached".into(), true.into());
+        o.insert("receipt".into(), serde_json::Value::Null);
+        o.insert("detachKey".into(), serde_json::Value::Null);
     }
-    Ok(out)
+    Ok(spec)
 }
 
 /// Writes the receipt of the remote creation here, naming its host. If that fails,

@@ -244,9 +244,10 @@ pub struct ConnectRequest {
     /// ID, name or ID@INCARNATION.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
-    /// Create first: these `latch new` arguments (run with `--json new -d`).
+    /// Create first, with these `latch new` arguments as the caller parsed them
+    /// (an object whose schema is the CLI's, SPEC.md §12.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create: Option<Vec<String>>,
+    pub create: Option<serde_json::Value>,
     /// Record `kill_requested` with this signal, under the lock, only while the
     /// record holds the incarnation resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]

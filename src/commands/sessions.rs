@@ -201,7 +201,7 @@ pub(crate) fn new_session(
 /// What `new` made: a creation, or (with -A) the running session it joined.
 pub(crate) enum Made {
     Created(latch_client::Created),
-    Joined(Target),
+    Joined(Box<Target>),
 }
 
 /// This registry's client for `new`'s arguments: with -A, an existing session is
@@ -234,7 +234,7 @@ pub(crate) fn create_or_join(
         _ => None,
     };
     if let Some(t) = running {
-        return Ok(Made::Joined(t));
+        return Ok(Made::Joined(Box::new(t)));
     }
     match client.create(new) {
         Ok(created) => {
@@ -243,9 +243,9 @@ pub(crate) fn create_or_join(
             }
             Ok(Made::Created(created))
         }
-        Err(ClientError::Exists(id)) if args.attach_or_create => Ok(Made::Joined(
+        Err(ClientError::Exists(id)) if args.attach_or_create => Ok(Made::Joined(Box::new(
             running_target(client, &id)?.ok_or(ClientError::Exists(id))?,
-        )),
+        ))),
         Err(e) => Err(e),
     }
 }
@@ -262,7 +262,7 @@ pub(crate) fn new(root: Option<&PathBuf>, args: NewArgs, json: bool) -> Result<i
         Made::Created(created) => {
             return created_session(&client, &created, &args, receipt, key, json);
         }
-        Made::Joined(t) => t,
+        Made::Joined(t) => *t,
     };
     if let Some(path) = &receipt {
         let created = latch_client::Created::of_record(&target.record);

@@ -8,12 +8,10 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
-use clap::Parser;
 use latch_client::remote::proto::{
-    Answered, GcRequest, KillByProof, LsRequest, PatchRequest, PatchedAnswer, Pinned, Removal,
-    Removed, Resolve, RestartedAnswer, Restarting, Verified, VerifyRequest,
+    Answered, CommandRequest, GcRequest, KillByProof, LsRequest, PatchRequest, PatchedAnswer,
+    Pinned, Removal, Removed, Resolve, RestartedAnswer, Restarting, Verified, VerifyRequest,
 };
 
 use crate::commands::{registry_ops, sessions};
@@ -29,25 +27,6 @@ fn line<T: serde::Serialize>(value: &T) {
     let _ = serde_json::to_writer(&mut out, value);
     let _ = out.write_all(b"\n");
     let _ = out.flush();
-}
-
-/// In a bridge, the receipt its request carried (or none): `--receipt` and `receipt
-/// verify` use it and read no file (SPEC.md §12.2). `None` outside a bridge.
-static GIVEN_RECEIPT: OnceLock<Option<Receipt>> = OnceLock::new();
-
-pub fn given_receipt() -> Option<&'static Option<Receipt>> {
-    GIVEN_RECEIPT.get()
-}
-
-/// The request's receipt, as its own registry's (the caller took its host out).
-fn take_receipt(receipt: Option<Receipt>) -> Result<(), ClientError> {
-    if receipt.as_ref().is_some_and(|r| r.host.is_some()) {
-        return Err(ClientError::Usage(
-            "the receipt sent names a host; a bridge acts on its own host only".into(),
-        ));
-    }
-    let _ = GIVEN_RECEIPT.set(receipt);
-    Ok(())
 }
 
 /// Set once this process is a bridge: from then on it never routes (SPEC.md §12.2).
@@ -82,10 +61,7 @@ pub fn run() -> i32 {
     }
     drop(stdin);
     match request.op {
-        Op::Exec { args, receipt } => match take_receipt(receipt) {
-            Ok(()) => exec(args),
-            Err(e) => crate::output::report_error(&e, false),
-        },
+        Op::Command(req) => command(req),
         Op::KillByProof(req) => answer_line(kill_by_proof(req)),
         Op::Status(req) => answer_line(status(req)),
         Op::Ls(req) => answer_line(ls(req)),
@@ -94,6 +70,12 @@ pub fn run() -> i32 {
         Op::Remove(req) => answer_line(remove(req)),
         Op::Restart(req) => answer_line(restart(req)),
         Op::Verify(req) => answer_line(verify(req)),
+        // Version 1's exec (argument re-runs) is a caller's only, for a version-1
+        // host's `ls`: no version-2 bridge serves it.
+        Op::Exec { .. } => {
+            line(&Answered::<()>::Unsupported("exec".into()));
+            exit::PROTOCOL
+        }
         Op::Unknown(name) => {
             line(&Answered::<()>::Unsupported(name));
             exit::PROTOCOL
@@ -117,6 +99,29 @@ pub fn run() -> i32 {
                 e.exit_code()
             }
         },
+    }
+}
+
+/// Runs a command the caller parsed, in this process, printing as it does
+/// locally (SPEC.md §12.2 `command`); its exit code.
+fn command(req: CommandRequest) -> i32 {
+    let json = req.json;
+    let run = || -> Result<i32, ClientError> {
+        let command: crate::commands::HostCommand = serde_json::from_value(req.command)
+            .map_err(|e| ClientError::Usage(format!("unreadable command: {e}")))?;
+        let root = req.root.map(PathBuf::from);
+        let receipt = match req.receipt {
+            Some(r) => Some(take_receipt_value(
+                &open(root.as_ref().and_then(|p| p.to_str()))?,
+                r,
+            )?),
+            None => None,
+        };
+        command.run(root.as_ref(), receipt, json)
+    };
+    match run() {
+        Ok(code) => code,
+        Err(e) => crate::output::report_error(&e, json),
     }
 }
 
@@ -205,7 +210,15 @@ fn ls(req: LsRequest) -> Result<Vec<serde_json::Value>, ClientError> {
 
 fn patch(req: PatchRequest) -> Result<PatchedAnswer, ClientError> {
     let (client, expect, receipt) = open_resolve(&req.target)?;
-    let patch = latch_client::MetaPatch::from_json(&req.patch.to_string())?;
+    // Bounded as `meta patch` bounds its stdin (SPEC.md §10).
+    let text = req.patch.to_string();
+    if text.len() > registry_ops::PATCH_MAX_BYTES {
+        return Err(ClientError::Usage(format!(
+            "the patch is over its bound of {} bytes; nothing was changed",
+            registry_ops::PATCH_MAX_BYTES
+        )));
+    }
+    let patch = latch_client::MetaPatch::from_json(&text)?;
     let done = Location::Here(&client).patch(&req.target.reference, expect, receipt, &patch)?;
     Ok(PatchedAnswer {
         changed: done.changed,
@@ -285,29 +298,6 @@ fn read_request(stdin: &mut impl Read) -> Result<Request, ClientError> {
             remote::REMOTE_MAX
         ))
     })
-}
-
-/// Runs `latch ARGS` in this process, as if invoked so.
-fn exec(args: Vec<String>) -> i32 {
-    let argv = std::iter::once("latch".to_owned()).chain(args);
-    let cli = match crate::cli::Cli::try_parse_from(argv) {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return e.exit_code();
-        }
-    };
-    let json = cli.wants_json();
-    if !cli.host.is_empty() || matches!(cli.command, Some(crate::cli::Command::Bridge)) {
-        return crate::output::report_error(
-            &ClientError::Usage("a bridge runs commands on its own host only".into()),
-            json,
-        );
-    }
-    match crate::commands::run(cli) {
-        Ok(code) => code,
-        Err(e) => crate::output::report_error(&e, json),
-    }
 }
 
 fn open(root: Option<&str>) -> Result<Client, ClientError> {

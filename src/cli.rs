@@ -41,7 +41,8 @@ pub struct Cli {
 }
 
 /// The session an acting command acts on, and its preconditions.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TargetArgs {
     /// ID, unique display name, or ID@INCARNATION.
     #[arg(add = crate::complete::refs())]
@@ -51,7 +52,8 @@ pub struct TargetArgs {
 }
 
 /// Preconditions every acting command takes.
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Preconditions {
     /// Act only if the session is still this incarnation.
     #[arg(long, value_name = "INCARNATION")]
@@ -375,6 +377,8 @@ impl Command {
             | Command::Rename { target, .. }
             | Command::Restart { target, .. } => Some(&target.reference),
             Command::Cast(args) => Some(&args.target.reference),
+            Command::Emit(a) => Some(&a.target.reference),
+            Command::Stats(a) => a.reference.as_deref(),
             Command::Run(a) => Some(&a.target.reference),
             Command::Commands(a) => Some(&a.target.reference),
             Command::Attach { reference, .. } | Command::Events { reference, .. } => {
@@ -398,6 +402,8 @@ impl Command {
             | Command::Rename { target, .. }
             | Command::Restart { target, .. } => &target.pre,
             Command::Cast(args) => &args.target.pre,
+            Command::Emit(a) => &a.target.pre,
+            Command::Stats(a) => &a.pre,
             Command::Run(a) => &a.target.pre,
             Command::Commands(a) => &a.target.pre,
             Command::Attach { pre, .. } => pre,

@@ -26,8 +26,9 @@ use latch_registry::root::resolve_root;
 use latch_wire::{Incarnation, Owner};
 
 pub(crate) use at::At;
+pub(crate) use there::HostCommand;
 
-use crate::cli::{Cli, Command, MetaOp, Preconditions, TargetArgs};
+use crate::cli::{Cli, Command, MetaOp, Preconditions};
 
 pub(crate) fn usage(msg: impl Into<String>) -> ClientError {
     ClientError::Usage(msg.into())
@@ -59,28 +60,15 @@ pub(crate) fn parse_expect(pre: &Preconditions) -> Result<Option<Incarnation>, C
         .transpose()
 }
 
-/// The receipt `--receipt FILE` names, checked against this registry; in a bridge,
-/// the one its request carried, never a file (SPEC.md §12.2).
+/// The receipt `--receipt FILE` names, checked against this registry. A bridge
+/// never reads one: the receipt travels in its request (SPEC.md §12.2).
 pub(crate) fn load_receipt(client: &Client, path: &Path) -> Result<Receipt, ClientError> {
-    match crate::bridge::given_receipt() {
-        None => client.load_receipt(path),
-        Some(Some(r)) => client.check_receipt(r.clone(), "sent with the request"),
-        Some(None) => Err(usage(
+    if crate::bridge::active() {
+        return Err(usage(
             "a bridge reads no receipt file: the receipt travels in the request",
-        )),
+        ));
     }
-}
-
-/// Resolves the target's REF under its preconditions (`--expect`, `--receipt`).
-pub(crate) fn resolve(client: &Client, target: &TargetArgs) -> Result<Target, ClientError> {
-    let want = parse_expect(&target.pre)?;
-    let receipt = target
-        .pre
-        .receipt
-        .as_ref()
-        .map(|path| load_receipt(client, path))
-        .transpose()?;
-    resolve_with(client, &target.reference, want, receipt)
+    client.load_receipt(path)
 }
 
 /// Resolves `reference` under `--expect`'s incarnation and a checked receipt.
@@ -106,16 +94,6 @@ pub(crate) fn resolve_with(
         return Ok(target);
     }
     client.resolve(reference, want.as_ref())
-}
-
-/// Opens the registry with the target's owner precondition and resolves it.
-pub(crate) fn open_target(
-    root: Option<&PathBuf>,
-    target: &TargetArgs,
-) -> Result<(Client, Target), ClientError> {
-    let client = open_for(root, &target.pre)?;
-    let resolved = resolve(&client, target)?;
-    Ok((client, resolved))
 }
 
 pub(crate) fn parse_kv(items: &[String], what: &str) -> Result<Vec<(String, String)>, ClientError> {
@@ -274,6 +252,16 @@ fn act(at: &At, command: Command, json: bool) -> Result<i32, ClientError> {
     }
 }
 
+/// `--root` as it travels to another host.
+fn root_str(root: Option<&PathBuf>) -> Result<Option<String>, ClientError> {
+    root.map(|p| {
+        p.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| usage("--root is not UTF-8"))
+    })
+    .transpose()
+}
+
 /// Runs the parsed command; returns the exit code.
 pub fn run(cli: Cli) -> Result<i32, ClientError> {
     // The control server reaches local daemons only (SPEC §13.8).
@@ -288,7 +276,7 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
     let json = cli.json;
     let Some(command) = cli.command else {
         return match route {
-            Some(route) => there::relay_exec(&route),
+            Some(route) => there::run_there(&route, root_str(root)?, json, None),
             None => registry_ops::summary(root, json),
         };
     };
@@ -340,8 +328,8 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::LegacyDir { dir } => registry_ops::legacy_dir(root, &dir, json),
         Command::Exec { command } => lifecycle::exec(&command),
         Command::Resurrect(args) => resurrect::resurrect(root, &args, json),
-        Command::Stats(args) => stats::stats(root, &args, json),
-        Command::Emit(args) => emit::emit(root, &args, json),
+        Command::Stats(args) => stats::stats(&At::open(root, None, &args.pre)?, &args, json),
+        Command::Emit(args) => emit::emit(&At::open(root, None, &args.target.pre)?, &args, json),
         Command::Up(args) => up::up(root, &args, json),
         Command::Down(args) => up::down(root, &args, json),
         // Given back by located() only when they do not act on one session.

@@ -107,10 +107,22 @@ fn meta_patch_reads_a_bounded_patch_locally() {
 fn meta_patch_reads_a_bounded_patch_through_the_bridge() {
     let reg = Reg::new();
     reg.new_session("mb", &["sleep", "600"]);
-    let line = request(json!({"exec": {"args": ["meta", "patch", "--id", "mb"]}}));
-    let out = bridge(&reg, &[], &line, &padded_patch(1 << 20));
+    // The host bounds a patch it is sent as the caller does (SPEC.md §12.2).
+    let tags: serde_json::Map<String, serde_json::Value> = (0..4000)
+        .map(|i| (format!("k{i:05}"), json!("v".repeat(16))))
+        .collect();
+    let big = json!({"tags": tags});
+    assert!(big.to_string().len() > 64 * 1024);
+    let line = request(json!({"patch": {"reference": "mb", "patch": big}}));
+    let out = bridge(&reg, &[], &line, b"");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(reg.record("mb")["tags"].get("big").is_none());
+    assert!(reg.record("mb")["tags"].get("k00000").is_none());
+    let fits: serde_json::Value = serde_json::from_slice(&padded_patch(64 * 1024)).unwrap();
+    reg.new_session("mf", &["sleep", "600"]);
+    let line = request(json!({"patch": {"reference": "mf", "patch": fits}}));
+    let out = bridge(&reg, &[], &line, b"");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(reg.record("mf")["tags"]["big"], "1");
 
     // The caller reads (and bounds) the patch before ssh starts.
     let (ssh, runs) = ssh_loopback(&reg);
@@ -211,30 +223,45 @@ impl Run {
 }
 
 #[test]
-fn a_bridge_never_routes_a_host_ref_in_exec_arguments() {
+fn a_bridge_never_routes_a_host_ref_in_its_requests() {
     let reg = Reg::new();
     reg.new_session("abcd", &["sleep", "600"]);
     let (ssh, mark) = ssh_marker(&reg);
     let env = [("LATCH_SSH", ssh.as_path())];
-    for args in [
-        json!(["tag", "evil:abcd", "k=v"]),
-        json!(["status", "evil:abcd"]),
-        json!([
-            "rm",
-            "--force",
-            "evil:abcd@00000000000000000000000000000000"
-        ]),
-        json!(["--host", "evil", "tag", "abcd", "k=v"]),
-        json!(["tag", "abcd", "k=v"]),
+    let tag = json!({"tags": {"k": "v"}});
+    for (op, ok) in [
+        (
+            json!({"patch": {"reference": "evil:abcd", "patch": tag}}),
+            false,
+        ),
+        (
+            json!({"status": {"session": "evil:abcd@v1.00000000000000000000000000000000.00000000000000000000000000000000"}}),
+            false,
+        ),
+        (
+            json!({"remove": {"reference": "evil:abcd", "force": true}}),
+            false,
+        ),
+        (json!({"connect": {"reference": "evil:abcd"}}), false),
+        (
+            json!({"command": {"command": {"stats": {"reference": "evil:abcd", "pre": {}, "all": false}}}}),
+            false,
+        ),
+        // Version 1's argument re-runs are served by no version-2 bridge.
+        (
+            json!({"exec": {"args": ["--host", "evil", "tag", "abcd", "k=v"]}}),
+            false,
+        ),
+        (json!({"patch": {"reference": "abcd", "patch": tag}}), true),
     ] {
-        let line = request(json!({"exec": {"args": args}}));
+        let line = request(op.clone());
         let out = bridge(&reg, &env, &line, b"");
-        assert!(!mark.exists(), "{args}: the bridge ran ssh: {out:?}");
+        assert!(!mark.exists(), "{op}: the bridge ran ssh: {out:?}");
         let code = out.status.code();
-        if args[1] == "abcd" {
-            assert_eq!(code, Some(0), "{args}: {out:?}");
+        if ok {
+            assert_eq!(code, Some(0), "{op}: {out:?}");
         } else {
-            assert_ne!(code, Some(0), "{args}: {out:?}");
+            assert_ne!(code, Some(0), "{op}: {out:?}");
         }
     }
     // Only the local REF acted.

@@ -807,7 +807,8 @@ fn host_and_receipt_must_agree_and_a_bridge_reads_no_receipt_file() {
     let request = serde_json::json!({
         "remote": {"min": 2, "max": 2},
         "latch": "test",
-        "exec": {"args": ["tag", "lr", "x=1", "--receipt", local_s]},
+        "command": {"command": {"emit": {"target": {"reference": "lr", "pre": {"receipt": local_s}},
+                                          "kind": "user.x", "data": null}}},
     });
     {
         use std::io::Write;
@@ -816,7 +817,8 @@ fn host_and_receipt_must_agree_and_a_bridge_reads_no_receipt_file() {
     }
     let out = bridge.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(s.alpha.record("lr")["tags"].get("x").is_none());
+    let events = s.alpha.run(&["events", "lr", "--json"]).stdout;
+    assert!(!events.contains("user.x"), "{events}");
 }
 
 /// kill over ssh when the host's daemon cannot be asked (its socket deleted): the
@@ -1130,6 +1132,22 @@ fn registry_commands_through_ssh_are_typed_and_print_as_locally() {
     assert_eq!(stale.code, 4, "{stale:?}");
     assert!(s.alpha.path("rg.json").exists());
 
+    // The commands the host prints itself travel as parsed (`command`).
+    let stats = s.run(&["--host", "alpha", "--json", "stats", "rg"]);
+    assert_eq!(stats.code, 0, "{stats:?}");
+    assert_eq!(stats.json()["incarnation"], second.as_str(), "{stats:?}");
+    let emitted = s.run(&[
+        "--json",
+        "emit",
+        "alpha:rg",
+        "user.deployed",
+        "--data",
+        "{\"v\":1}",
+    ]);
+    assert_eq!(emitted.code, 0, "{emitted:?}");
+    let events = s.run(&["--host", "alpha", "--json", "events", "rg"]);
+    assert_eq!(events.code, 0, "{events:?}");
+    assert!(events.stdout.contains("user.deployed"), "{events:?}");
     let gc = s.run(&["--host", "alpha", "--json", "gc", "--dry-run"]);
     assert_eq!(gc.code, 0, "{gc:?}");
     assert!(gc.json().is_array(), "{gc:?}");

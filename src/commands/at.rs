@@ -54,6 +54,24 @@ impl At {
         })
     }
 
+    /// This registry's client, as a bridge opened it for a command it serves,
+    /// with the receipt the request carried (SPEC.md §12.2).
+    pub(crate) fn served(client: Client, receipt: Option<Receipt>) -> Self {
+        Self {
+            here: Some(client),
+            there: None,
+            host_receipt: receipt,
+            reference: None,
+        }
+    }
+
+    /// The client of a command that runs where its registry is.
+    pub(crate) fn here(&self) -> Result<&Client, ClientError> {
+        self.here
+            .as_ref()
+            .ok_or_else(|| usage("this command runs on its session's host"))
+    }
+
     pub(crate) fn loc(&self) -> Location<'_> {
         match (&self.here, &self.there) {
             (Some(c), _) => Location::Here(c),

@@ -1,17 +1,16 @@
 //! `latch emit REF user.NAME [--data JSON]`: a user event (SPEC.md §9.9).
 
-use std::path::PathBuf;
-
 use clap::Args;
 use latch_client::{exit, ClientError};
 use latch_registry::user_events;
 use latch_registry::DEFAULT_LOCK_WAIT;
 
-use super::{open_target, usage};
+use super::{usage, At};
 use crate::cli::TargetArgs;
 
 /// `latch emit`.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EmitArgs {
     #[command(flatten)]
     pub target: TargetArgs,
@@ -25,11 +24,7 @@ pub struct EmitArgs {
 
 /// Appends the event under the session lock, only while the record holds the
 /// creation resolved (and, with `--owner`, its proven owner is OWNER).
-pub(crate) fn emit(
-    root: Option<&PathBuf>,
-    args: &EmitArgs,
-    json: bool,
-) -> Result<i32, ClientError> {
+pub(crate) fn emit(at: &At, args: &EmitArgs, json: bool) -> Result<i32, ClientError> {
     user_events::validate_type(&args.kind).map_err(|e| usage(e.to_string()))?;
     let data = args
         .data
@@ -37,7 +32,8 @@ pub(crate) fn emit(
         .map(user_events::parse_data)
         .transpose()
         .map_err(|e| usage(e.to_string()))?;
-    let (client, target) = open_target(root, &args.target)?;
+    let client = at.here()?;
+    let target = at.resolve(&args.target)?;
     let reg = client.registry();
     let lock = reg.lock(&target.session.id, DEFAULT_LOCK_WAIT)?;
     // Compare and act in one critical section (SPEC §9.11).

@@ -18,7 +18,8 @@ use crate::output;
 use crate::shapes;
 
 /// `latch resurrect`.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResurrectArgs {
     /// Sessions to bring back: ID or ID@INCARNATION (each vanished by a reboot).
     #[arg(add = crate::complete::refs(), required_unless_present = "all")]

@@ -2,8 +2,6 @@
 //! the cheap subset `ls --json` carries. Read from `/proc` and the daemon's
 //! STATUS; no signal is ever sent.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use latch_client::{derive_status, exit, Client, ClientError, Entry, SessionStatus};
 use latch_registry::proc::prove;
@@ -13,13 +11,14 @@ use latch_registry::Record;
 use latch_wire::SessionRef;
 use serde::Serialize;
 
-use super::{open_for, resolve, usage};
-use crate::cli::{Preconditions, TargetArgs};
+use super::{usage, At};
+use crate::cli::Preconditions;
 use crate::output;
 use crate::shapes;
 
 /// `latch stats`.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StatsArgs {
     /// ID, unique display name, or ID@INCARNATION.
     #[arg(add = crate::complete::refs(), required_unless_present = "all")]
@@ -149,12 +148,9 @@ fn print_table(rows: &[StatsJson]) {
 }
 
 /// Runs `latch stats`.
-pub(crate) fn stats(
-    root: Option<&PathBuf>,
-    args: &StatsArgs,
-    json: bool,
-) -> Result<i32, ClientError> {
-    let client = open_for(root, &args.pre)?;
+/// `stats` in this registry (through `--host`, the host's bridge runs it).
+pub(crate) fn stats(at: &At, args: &StatsArgs, json: bool) -> Result<i32, ClientError> {
+    let client = at.here()?;
     if args.all {
         let rows: Vec<StatsJson> = client
             .list()?
@@ -170,7 +166,7 @@ pub(crate) fn stats(
                     .required_owner()
                     .is_none_or(|o| r.owner.as_ref() == Some(o))
             })
-            .map(|r| stats_of(&client, r))
+            .map(|r| stats_of(client, r))
             .collect();
         if json {
             shapes::print(&rows)?;
@@ -183,14 +179,8 @@ pub(crate) fn stats(
         .reference
         .clone()
         .ok_or_else(|| usage("give a session REF or --all"))?;
-    let target = resolve(
-        &client,
-        &TargetArgs {
-            reference,
-            pre: args.pre.clone(),
-        },
-    )?;
-    let row = stats_of(&client, &target.record);
+    let target = at.resolve_ref(&reference, &args.pre)?;
+    let row = stats_of(client, &target.record);
     if json {
         shapes::print(&row)?;
     } else {

@@ -4,12 +4,11 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
 use latch_client::{exit, ClientError, Found};
 
 use super::hosts::Route;
 use super::{sessions, usage, At};
-use crate::cli::{Cli, Command, NewArgs, Preconditions};
+use crate::cli::{Command, NewArgs, Preconditions};
 use crate::remote::{self, Host};
 
 /// The commands the location does not carry: `ls` over hosts, a create there,
@@ -46,7 +45,7 @@ pub(crate) fn run(
         | Command::Daemon { .. }
         | Command::Bridge => Err(usage("this command runs only on this host (no --host)")),
         Command::New(args) => new_there(&route, root, &args, json),
-        _ => relay_exec(&route),
+        other => run_there(&route, root_arg, json, Some(other)),
     }
 }
 
@@ -87,76 +86,6 @@ pub(crate) fn new_there(
         &at.defaults_file(),
     )?;
     crate::attach::interactive(handled, at.loc(), &found, false, key, 0)
-}
-
-/// This command's own arguments, to run on the host: `--host` taken out, the REF
-/// without its `HOST:`, and a `--receipt FILE` or `receipt verify FILE` as `-` (the
-/// receipt travels in the request, SPEC.md §12.2).
-pub(crate) fn forwarded_args(route: &Route) -> Result<Vec<String>, ClientError> {
-    let mut out = Vec::new();
-    let mut args = std::env::args_os().skip(1);
-    let mut receipt_next = false;
-    let mut after_dashes = false;
-    while let Some(a) = args.next() {
-        let a = a.into_string().map_err(|a| {
-            usage(format!(
-                "argument {a:?} is not UTF-8; it cannot go to another host"
-            ))
-        })?;
-        if after_dashes {
-            out.push(a);
-            continue;
-        }
-        if a == "--" {
-            after_dashes = true;
-        } else if a == "--host" {
-            args.next();
-            continue;
-        } else if a.starts_with("--host=") {
-            continue;
-        } else if route.receipt.is_some() {
-            if std::mem::take(&mut receipt_next) {
-                out.push("-".into());
-                continue;
-            } else if a == "--receipt" {
-                receipt_next = true;
-            } else if a.starts_with("--receipt=") {
-                out.push("--receipt=-".into());
-                continue;
-            }
-        }
-        out.push(a);
-    }
-    if let Some((given, rest)) = &route.reference {
-        strip_host_of_ref(&mut out, given, rest)?;
-    }
-    Ok(out)
-}
-
-/// Replaces the command's REF in `args` with `rest`: the one argument that clap
-/// takes as the REF, never an option's value or a text that happens to be equal
-/// (`peek --wait h:x h:x`), so no `HOST:` REF ever reaches the bridge.
-fn strip_host_of_ref(args: &mut [String], given: &str, rest: &str) -> Result<(), ClientError> {
-    let is_ref = |args: &[String]| {
-        let argv = std::iter::once("latch".to_owned()).chain(args.iter().cloned());
-        Cli::try_parse_from(argv)
-            .ok()
-            .is_some_and(|cli| cli.command.as_ref().and_then(Command::reference) == Some(rest))
-    };
-    for at in 0..args.len() {
-        if args[at] != given {
-            continue;
-        }
-        let mut tried = args.to_vec();
-        tried[at] = rest.to_owned();
-        if is_ref(&tried) {
-            args[at] = rest.to_owned();
-            return Ok(());
-        }
-    }
-    Err(usage(format!(
-        "cannot find the reference {given:?} among the arguments to send to its host"
-    )))
 }
 
 /// `new`'s arguments for the host's create: as parsed here, detached, less the
@@ -203,24 +132,123 @@ fn write_receipt(
     Ok(Some(exit::RECEIPT_NOT_WRITTEN))
 }
 
-/// Runs this command's own arguments on the host (SPEC.md §12.2 exec): the
-/// commands version 2 has no typed request for.
-pub(crate) fn relay_exec(route: &Route) -> Result<i32, ClientError> {
-    let args = forwarded_args(route)?;
-    exec_there(route, args, None)
+/// A command the host runs and prints itself (SPEC.md §12.2 `command`), as this
+/// CLI parsed it: those without a typed answer of their own.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) enum HostCommand {
+    /// Bare `latch`.
+    Summary,
+    Events {
+        reference: Option<String>,
+        all: bool,
+        follow: bool,
+        wait: Option<String>,
+        timeout: crate::cli::Dur,
+    },
+    Stats(super::stats::StatsArgs),
+    Emit(super::emit::EmitArgs),
+    LegacyDir {
+        dir: PathBuf,
+    },
+    Resurrect(super::resurrect::ResurrectArgs),
 }
 
-/// `exec` of `args` on the route's host, its output copied to ours.
-fn exec_there(
+impl HostCommand {
+    /// The command to send, its REF without the route's `HOST:`; `None` for a
+    /// command the host does not run for another.
+    fn of(command: Option<Command>, route: &Route) -> Option<Self> {
+        let strip = |r: String| match &route.reference {
+            Some((given, rest)) if *given == r => rest.clone(),
+            _ => r,
+        };
+        Some(match command {
+            None => Self::Summary,
+            Some(Command::Events {
+                reference,
+                all,
+                follow,
+                wait,
+                timeout,
+            }) => Self::Events {
+                reference: reference.map(strip),
+                all,
+                follow,
+                wait,
+                timeout,
+            },
+            Some(Command::Stats(mut a)) => {
+                a.reference = a.reference.map(strip);
+                a.pre.receipt = None;
+                Self::Stats(a)
+            }
+            Some(Command::Emit(mut a)) => {
+                a.target.reference = strip(a.target.reference);
+                a.target.pre.receipt = None;
+                Self::Emit(a)
+            }
+            Some(Command::LegacyDir { dir }) => Self::LegacyDir { dir },
+            Some(Command::Resurrect(a)) => Self::Resurrect(a),
+            Some(_) => return None,
+        })
+    }
+
+    /// Runs it here, in a bridge, for the caller (SPEC.md §12.2).
+    pub(crate) fn run(
+        self,
+        root: Option<&PathBuf>,
+        receipt: Option<latch_client::Receipt>,
+        json: bool,
+    ) -> Result<i32, ClientError> {
+        match self {
+            Self::Summary => super::registry_ops::summary(root, json),
+            Self::Events {
+                reference,
+                all,
+                follow,
+                wait,
+                timeout,
+            } => crate::events::run(
+                &super::open(root)?,
+                reference.as_deref(),
+                all,
+                follow,
+                json,
+                wait.as_deref(),
+                timeout.0,
+            ),
+            Self::Stats(a) => {
+                let at = At::served(super::open_for(root, &a.pre)?, receipt);
+                super::stats::stats(&at, &a, json)
+            }
+            Self::Emit(a) => {
+                let at = At::served(super::open_for(root, &a.target.pre)?, receipt);
+                super::emit::emit(&at, &a, json)
+            }
+            Self::LegacyDir { dir } => super::registry_ops::legacy_dir(root, &dir, json),
+            Self::Resurrect(a) => super::resurrect::resurrect(root, &a, json),
+        }
+    }
+}
+
+/// Runs a command on the route's host, which prints it (SPEC.md §12.2 `command`):
+/// its output is copied to ours as it comes, and its exit code is ours.
+pub(crate) fn run_there(
     route: &Route,
-    args: Vec<String>,
-    input: Option<Vec<u8>>,
+    root: Option<String>,
+    json: bool,
+    command: Option<Command>,
 ) -> Result<i32, ClientError> {
-    let op = remote::Op::Exec {
-        args,
-        receipt: route.receipt.clone(),
+    let Some(command) = HostCommand::of(command, route) else {
+        return Err(usage("this command does not run through --host"));
     };
+    let op = remote::Op::Command(remote::proto::CommandRequest {
+        root,
+        json,
+        receipt: route.receipt.clone(),
+        command: serde_json::to_value(&command).map_err(|e| ClientError::Other(e.to_string()))?,
+    });
     let there = remote::remote(route.host());
-    let (_, code, _) = remote::request(&there, op, remote::ANY, input, remote::Sink::Stdout)?;
+    let (_, code, _) = remote::request(&there, op, remote::V2, None, remote::Sink::Stdout)?;
     Ok(code)
 }

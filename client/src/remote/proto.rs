@@ -56,6 +56,9 @@ pub enum Op {
     Restart(Restarting),
     /// Version 2: what a receipt says now (SPEC.md §9.10).
     Verify(VerifyRequest),
+    /// Version 2: a command the host runs and prints itself (its output and exit
+    /// code are the caller's), given as the caller parsed it (SPEC.md §12.2).
+    Command(CommandRequest),
     /// An operation this build does not know (a newer caller's): answered
     /// `unsupported`. Never sent.
     #[serde(skip)]
@@ -76,6 +79,7 @@ impl Op {
             Self::Remove(_) => "remove",
             Self::Restart(_) => "restart",
             Self::Verify(_) => "verify",
+            Self::Command(_) => "command",
             Self::Unknown(n) => n,
         }
     }
@@ -190,6 +194,22 @@ pub struct RestartedAnswer {
     pub record: latch_registry::Record,
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommandRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// `--json`.
+    #[serde(default)]
+    pub json: bool,
+    /// The receipt a host receipt names, its host taken out: the command's
+    /// `--receipt` (the bridge reads no receipt file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Receipt>,
+    /// The command, in the CLI's schema.
+    pub command: serde_json::Value,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VerifyRequest {
@@ -261,7 +281,7 @@ pub struct ConnectRequest {
 }
 
 /// The operations this build serves, by their wire names.
-const KNOWN: [&str; 10] = [
+const KNOWN: [&str; 11] = [
     "exec",
     "connect",
     "killByProof",
@@ -272,6 +292,7 @@ const KNOWN: [&str; 10] = [
     "remove",
     "restart",
     "verify",
+    "command",
 ];
 
 /// Decodes the request line (without its newline), as the bridge does. A request

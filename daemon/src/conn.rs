@@ -37,11 +37,12 @@ use tokio::time::{timeout, timeout_at, Instant};
 use tokio_util::codec::Decoder;
 use tokio_util::codec::FramedRead;
 
+use crate::fanout::Screen;
 use crate::logging::{legacy_seen, LegacySeen};
 use crate::outbound::{
     stall_timeout, Peer, Phase, ScreenAsk, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
 };
-use crate::session::{Screen, Session};
+use crate::session::Session;
 
 /// Accepts connections until the task is aborted.
 pub(crate) async fn accept_loop(session: Rc<Session>, listener: UnixListener) {

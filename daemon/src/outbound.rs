@@ -1,4 +1,5 @@
-//! Per-connection outbound queues, the backpressure bounds, and the PTY size rule.
+//! Per-connection outbound queues and the backpressure bounds: a connection's queue
+//! accounting is `queue`, the reply bytes of every connection `reply_budget`.
 //!
 //! # Backpressure (SPEC.md §8 cites this)
 //!

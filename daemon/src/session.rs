@@ -79,8 +79,6 @@ pub(crate) struct Session {
     pub connection_gone: Notify,
     pub(crate) exit: Cell<Option<ExitStatus>>,
     pub(crate) draining: Cell<bool>,
-    /// Query answers are being dropped (the program does not read them).
-    answers_dropping: Cell<bool>,
     /// Per terminal-event type, its rate limit (SPEC §9.9).
     event_limit: RefCell<EventLimiter>,
     /// The output cursor, the ring and the shell's marks (SPEC §4.6, §8).
@@ -129,7 +127,6 @@ impl Session {
             connection_gone: Notify::new(),
             exit: Cell::new(None),
             draining: Cell::new(false),
-            answers_dropping: Cell::new(false),
             event_limit: RefCell::new(EventLimiter::default()),
             log: RefCell::new(OutputLog::default()),
             output_seen: Notify::new(),
@@ -287,17 +284,15 @@ impl Session {
     /// when the program stops reading them, once per stretch of drops.
     fn queue_answers(&self, answers: Vec<Vec<u8>>) {
         let mut q = self.input.borrow_mut();
-        let dropped = q.push_answers(answers);
+        let answered = q.push_answers(answers);
         let queued = !q.is_empty();
         let (total, held) = (q.dropped(), q.answers());
         drop(q);
-        if dropped > 0 && !self.answers_dropping.replace(true) {
+        if answered.began_dropping {
             log!(
                 "the program does not read its input: query answers beyond {held} bytes \
                  are dropped ({total} so far)"
             );
-        } else if dropped == 0 {
-            self.answers_dropping.set(false);
         }
         if queued {
             self.input_ready.notify_one();

@@ -923,11 +923,14 @@ impl Client {
                     session.id
                 )));
             }
-            let outcome = self.kill(session, libc::SIGKILL, Some(Duration::from_secs(5)))?;
+            // How long `rm --force` waits for the program to end.
+            const FORCE_WAIT: Duration = Duration::from_secs(5);
+            let outcome = self.kill(session, libc::SIGKILL, Some(FORCE_WAIT))?;
             if outcome == KillOutcome::TimedOut {
                 return Err(ClientError::Busy(format!(
-                    "session {} did not stop within 5 s",
-                    session.id
+                    "session {} did not stop within {} s",
+                    session.id,
+                    FORCE_WAIT.as_secs()
                 )));
             }
         }

@@ -219,7 +219,6 @@ impl ClientError {
         }
     }
 
-    /// The exit code the CLI uses for this error.
     /// The class of this failure: its exit code, kind and message prefix (one
     /// table, [`Class`]).
     pub fn class(&self) -> Class {

@@ -59,11 +59,15 @@ pub struct GcReport {
     /// The status observed.
     pub observed: String,
     /// `removed`, `would-remove`, `orphan-signaled-and-removed`, `would-signal-orphan`,
-    /// `stopped-and-removed`, `would-stop`, `events-removed`, `would-remove-events`,
-    /// `none` or `skipped`.
+    /// `stopped-and-removed`, `would-stop`, `orphan-files-removed`,
+    /// `would-remove-orphan-files`, `events-removed`, `would-remove-events`, `none` or
+    /// `skipped` (SPEC §9.12).
     pub action: String,
-    /// Why it was skipped: `busy`, `changed-since-observed`, `unverifiable`,
-    /// `signal-failed`, `shutdown-timed-out`, `kept-by-tag`, `running`, `degraded`.
+    /// Why: for `skipped`, `busy`, `changed-since-observed`, `not-owner`,
+    /// `kept-by-tag`, `resurrectable`, `shutdown-timed-out`, `degraded: …`,
+    /// `unverifiable: …` or `signal-failed: …`; `running` for `none`; why a running
+    /// session is stopped (its working directory is gone, or how long it was idle);
+    /// which files an orphan or an events file left.
     pub reason: Option<String>,
 }
 

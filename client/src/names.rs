@@ -13,7 +13,7 @@ pub enum NameError {
     Empty,
     /// Leading or trailing whitespace.
     NotTrimmed,
-    /// More than 160 Unicode scalar values.
+    /// More than [`DISPLAY_NAME_MAX_CHARS`] Unicode scalar values.
     TooLong,
     /// A control character (C0, DEL, C1).
     Control,
@@ -23,13 +23,16 @@ pub enum NameError {
 
 impl fmt::Display for NameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Empty => "display name is empty",
-            Self::NotTrimmed => "display name has leading or trailing whitespace",
-            Self::TooLong => "display name is longer than 160 characters",
-            Self::Control => "display name contains a control character",
-            Self::LineSeparator => "display name contains U+2028 or U+2029",
-        })
+        match self {
+            Self::Empty => f.write_str("display name is empty"),
+            Self::NotTrimmed => f.write_str("display name has leading or trailing whitespace"),
+            Self::TooLong => write!(
+                f,
+                "display name is longer than {DISPLAY_NAME_MAX_CHARS} characters"
+            ),
+            Self::Control => f.write_str("display name contains a control character"),
+            Self::LineSeparator => f.write_str("display name contains U+2028 or U+2029"),
+        }
     }
 }
 

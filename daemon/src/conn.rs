@@ -28,8 +28,8 @@ use latch_wire::codec::{Framing, Inbound, Outbound, ServerCodec};
 use latch_wire::framing::MAGIC;
 use latch_wire::legacy::LegacyClientFrame;
 use latch_wire::limits::MAX_CONNECTIONS;
-use latch_wire::server::{ConnState, Effect, Env, Out};
-use latch_wire::{ClientFrame, CodecError, ErrorCode, LegacyPolicy, ServerFrame};
+use latch_wire::server::{ConnState, Effect, Env, Out, StatusForm};
+use latch_wire::{CodecError, ErrorCode, LegacyPolicy, ServerFrame};
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
@@ -37,11 +37,12 @@ use tokio::time::{timeout, timeout_at, Instant};
 use tokio_util::codec::Decoder;
 use tokio_util::codec::FramedRead;
 
+use crate::fanout::Screen;
 use crate::logging::{legacy_seen, LegacySeen};
 use crate::outbound::{
     stall_timeout, Peer, Phase, ScreenAsk, CLOSE_FLUSH_TIMEOUT, CUT_WRITE_TIMEOUT, WRITE_BATCH,
 };
-use crate::session::{Screen, Session};
+use crate::session::Session;
 
 /// Accepts connections until the task is aborted.
 pub(crate) async fn accept_loop(session: Rc<Session>, listener: UnixListener) {
@@ -198,32 +199,43 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
             }
             Next::Frame(Some(Ok(frame))) => frame,
         };
-        let (first, framing) =
-            client.with_conn(|conn| (conn.state() == ConnState::Accepted, conn.framing()));
+        let legacy_typed = matches!(
+            frame,
+            Inbound::Legacy(LegacyClientFrame::Data(_) | LegacyClientFrame::Resize(_))
+        );
+        let env = Env {
+            draining: session.draining(),
+            exited: session.exited().is_some(),
+        };
+        // The frame's outputs carry every fact the rest needs (`Out`, `Effect`).
+        let (opened_legacy, outs) = client.with_conn(|conn| {
+            let first = conn.state() == ConnState::Accepted;
+            let legacy = first && conn.framing() == Framing::Legacy;
+            (legacy, conn.handle(std::time::Instant::now(), frame, env))
+        });
         // Legacy connections are counted and summarised, never logged one by one.
         let policy = session.legacy_policy();
-        if first && framing == Framing::Legacy {
+        if opened_legacy {
             let seen = match policy {
                 LegacyPolicy::Off => LegacySeen::Refused,
                 _ => LegacySeen::Served,
             };
             legacy_seen(seen, policy.as_str());
         }
-        if let Inbound::Legacy(LegacyClientFrame::Data(_) | LegacyClientFrame::Resize(_)) = &frame {
-            if policy == LegacyPolicy::Observe && !warned_dropped {
-                warned_dropped = true;
-                legacy_seen(LegacySeen::Dropped, policy.as_str());
-            }
+        if legacy_typed && policy == LegacyPolicy::Observe && !warned_dropped {
+            warned_dropped = true;
+            legacy_seen(LegacySeen::Dropped, policy.as_str());
         }
-        let sent_input = matches!(
-            frame,
-            Inbound::Strict(ClientFrame::Input(_)) | Inbound::Legacy(LegacyClientFrame::Data(_))
-        );
-        let env = Env {
-            draining: session.draining(),
-            exited: session.exited().is_some(),
-        };
-        let outs = client.with_conn(|conn| conn.handle(std::time::Instant::now(), frame, env));
+        // Only the attached read-write client that typed waits for input room.
+        let typist = outs.iter().any(|o| {
+            matches!(
+                o,
+                Out::Effect(Effect::Input {
+                    attached_writer: true,
+                    ..
+                })
+            )
+        });
         for out in outs {
             // The one effect that waits (for its writer's open, SPEC §4.8).
             if let Out::Effect(Effect::CastStart(req)) = out {
@@ -248,7 +260,7 @@ async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) 
         }
         // Input: only the attached read-write client that is typing into a program
         // that does not read waits (others were refused with input-full).
-        if sent_input && client.with_conn(|conn| conn.is_writer()) {
+        if typist {
             wait_for_input_room(session, client).await;
         }
     }
@@ -274,20 +286,19 @@ async fn wait_for_input_room(session: &Session, client: &Peer) {
 
 /// Carries out one of the state machine's outputs.
 fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
-    let (legacy, attached_writer) =
-        client.with_conn(|conn| (conn.is_legacy(), conn.is_attached() && conn.is_writer()));
     match out {
         Out::Send(frame) => {
             client.send(frame);
         }
-        Out::Status => {
-            let v3 = client.with_conn(|c| c.version()) >= Some(latch_wire::CURSORS_VERSION);
-            let frame = if legacy {
-                session.legacy_status()
-            } else if v3 {
-                Outbound::Strict(ServerFrame::Status3(Box::new(session.status3())))
-            } else {
-                Outbound::Strict(ServerFrame::Status(Box::new(session.status())))
+        Out::Status(form) => {
+            let frame = match form {
+                StatusForm::Legacy => session.legacy_status(),
+                StatusForm::WithOutput => {
+                    Outbound::Strict(ServerFrame::Status3(Box::new(session.status3())))
+                }
+                StatusForm::Strict => {
+                    Outbound::Strict(ServerFrame::Status(Box::new(session.status())))
+                }
             };
             client.send(frame);
         }
@@ -302,7 +313,7 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
                     Ok(())
                 }
                 // A legacy PEEK subscribes read-only, as pty's daemon does (SPEC.md §7).
-                Effect::Peek(PeekRequest { plain, full }) if legacy => {
+                Effect::Subscribe(PeekRequest { plain, full }) => {
                     session.join(client, 0, 0, true, Screen::LegacyPeek { plain, full });
                     Ok(())
                 }
@@ -313,10 +324,14 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
                     }
                     Ok(())
                 }
-                Effect::Input(bytes) => session.input(bytes, attached_writer),
-                Effect::Resize(Size { rows, cols }) => {
-                    session.resize(client.id, attached_writer, rows, cols)
-                }
+                Effect::Input {
+                    bytes,
+                    attached_writer,
+                } => session.input(bytes, attached_writer),
+                Effect::Resize {
+                    size: Size { rows, cols },
+                    attached_writer,
+                } => session.resize(client.id, attached_writer, rows, cols),
                 Effect::Signal(sig) => session.signal(sig),
                 Effect::Stop(sig) => {
                     // The fence goes up before the signal: from here on no new BIND

@@ -37,6 +37,18 @@ pub(crate) struct InputQueue {
     answers: usize,
     /// Answers dropped so far.
     dropped: u64,
+    /// The last batch of answers lost some: a stretch of drops is under way.
+    dropping: bool,
+}
+
+/// What became of a batch of answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answered {
+    /// Answers dropped (old or new).
+    pub(crate) dropped: u64,
+    /// This batch began a stretch of drops: the program has stopped reading its
+    /// input (said once per stretch; a batch queued whole ends it).
+    pub(crate) began_dropping: bool,
 }
 
 impl InputQueue {
@@ -81,9 +93,21 @@ impl InputQueue {
 
     /// Queues answers (each one whole), within [`ANSWERS_QUEUED_MAX`]: the batch's
     /// first answers that fit the bound alone are kept, and older answers not yet
-    /// started are dropped to make room for them. Returns how many answers were
-    /// dropped (old or new).
-    pub(crate) fn push_answers(&mut self, answers: Vec<Vec<u8>>) -> u64 {
+    /// started are dropped to make room for them.
+    pub(crate) fn push_answers(&mut self, answers: Vec<Vec<u8>>) -> Answered {
+        let before = self.dropped;
+        self.queue_answers(answers);
+        let dropped = self.dropped - before;
+        let began_dropping = dropped > 0 && !self.dropping;
+        self.dropping = dropped > 0;
+        Answered {
+            dropped,
+            began_dropping,
+        }
+    }
+
+    /// [`InputQueue::push_answers`]'s bookkeeping; returns how many were dropped.
+    fn queue_answers(&mut self, answers: Vec<Vec<u8>>) -> u64 {
         let before = self.dropped;
         let mut batch = Vec::new();
         let mut count = 0;
@@ -217,11 +241,32 @@ mod tests {
         q.write_front(|_| Ok(1)).unwrap();
         assert_eq!(q.answers(), ANSWERS_QUEUED_MAX - 1);
         // No room while the started answer is written: the new one is dropped.
-        assert_eq!(q.push_answers(vec![da1()]), 1);
+        assert_eq!(q.push_answers(vec![da1()]).dropped, 1);
         q.push_input(Bytes::from_static(b"more"));
         let out = drain(&mut q);
         assert_eq!(out.len(), ANSWERS_QUEUED_MAX - 1 + 4);
         assert!(out.ends_with(b"more"));
+    }
+
+    #[test]
+    fn a_stretch_of_drops_is_reported_once_and_ends_when_a_batch_fits() {
+        let mut q = InputQueue::default();
+        let flood = || vec![da1(); ANSWERS_QUEUED_MAX];
+        let first = q.push_answers(flood());
+        assert!(first.dropped > 0 && first.began_dropping, "{first:?}");
+        let again = q.push_answers(flood());
+        assert!(again.dropped > 0 && !again.began_dropping, "{again:?}");
+        drain(&mut q);
+        let whole = q.push_answers(vec![da1()]);
+        assert_eq!(
+            whole,
+            Answered {
+                dropped: 0,
+                began_dropping: false
+            }
+        );
+        let next = q.push_answers(flood());
+        assert!(next.began_dropping, "a new stretch: {next:?}");
     }
 
     #[test]

@@ -49,19 +49,26 @@ mod checkpoint;
 mod conn;
 mod create;
 mod cursor;
+mod event_limit;
 mod event_writer;
+mod fanout;
 mod input;
 mod lease;
 mod logging;
+mod memory;
 mod outbound;
 mod parent;
 mod pty;
+mod queue;
+mod replies;
+mod reply_budget;
 mod respawn;
 mod ring;
 
 mod serve;
 mod session;
 mod status;
+mod stream;
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -87,7 +94,7 @@ use latch_registry::{CreateSpec, ReadyMessage};
 /// child gets the default disposition back (`std::process::Command` resets it).
 pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
     close_inherited_fds();
-    session::fixed_mmap_threshold();
+    memory::fixed_mmap_threshold();
     let root = match leave_start_directory(&root, &mut spec) {
         Ok(root) => root,
         Err(e) => {
@@ -181,7 +188,7 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
         session.child_pid
     );
     // What creation touched and freed is not needed again.
-    session::trim_memory();
+    memory::trim_memory();
     respawn::supervise(&root, spec, session, listener, signals, supervisor).await
 }
 

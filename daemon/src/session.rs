@@ -1,5 +1,10 @@
 //! The session's shared state and the effects the connection state machine emits.
 //!
+//! Split by concern: the fan-out and the PTY size rule (`fanout`), the attached
+//! stream (`stream`: ATTACH, resynchronisation, DETACH, RESIZE), the replies cut
+//! from the session's state (`replies`), the program's input queue (`input`), the
+//! terminal events' rate limit (`event_limit`) and memory trimming (`memory`).
+//!
 //! Everything runs on one thread (a current-thread runtime with a `LocalSet`), and no
 //! method here awaits. So each method is atomic with respect to PTY output: output is
 //! sent to every attached client and queued for the emulator in one step, and ATTACH
@@ -16,14 +21,10 @@ use std::time::Instant;
 use bytes::{Buf, Bytes};
 use latch_registry::{CreateSpec, ExitRecord};
 use latch_wire::codec::Outbound;
-use latch_wire::legacy::LegacyServerFrame;
-use latch_wire::limits::{
-    CLIENT_QUEUE_BYTES, MAX_CLIENT_FRAME, MAX_OUTPUT_CHUNK, MAX_SERVER_FRAME,
-};
+use latch_wire::limits::{CLIENT_QUEUE_BYTES, MAX_CLIENT_FRAME, MAX_SERVER_FRAME};
 use latch_wire::server::{ServerConfig, ServerConn};
 use latch_wire::{
-    ErrorCode, ExitStatus, LegacyPolicy, Limits, Owner, ServerFrame, SessionRef, StatusReply,
-    SUPPORTED,
+    ErrorCode, ExitStatus, LegacyPolicy, Limits, Owner, ServerFrame, SessionRef, SUPPORTED,
 };
 use tokio::io::unix::AsyncFd;
 use tokio::net::UnixListener;
@@ -31,10 +32,11 @@ use tokio::sync::Notify;
 
 use crate::create::{Claim, Created};
 use crate::cursor::OutputLog;
+use crate::event_limit::{self, EventLimiter};
+use crate::fanout::Fanout;
 use crate::input::InputQueue;
-use crate::outbound::{pty_size, Peer, Phase, ReplyBudget, ScreenAsk};
+use crate::outbound::{Peer, ReplyBudget};
 use crate::pty::{self, ChildProc};
-use crate::status;
 use latch_screen as screen;
 
 /// Most output drained from the PTY after the program exits (a background process
@@ -43,48 +45,18 @@ const EXIT_DRAIN_MAX: usize = 4 * 1024 * 1024;
 /// Bytes per PTY read.
 pub(crate) const READ_BUF: usize = 64 * 1024;
 
-/// One attached connection.
-#[derive(Debug)]
-struct Attached {
-    client: Rc<Peer>,
-    /// Read-write (its size counts) or read-only.
-    writer: bool,
-    /// Its terminal size, if it announced one.
-    size: Option<(u16, u16)>,
-    /// The SCREEN it gets, on joining and on each resynchronisation.
-    screen: Screen,
-}
-
-/// Which SCREEN an attached connection is cut.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Screen {
-    /// The full repaint (ATTACH, strict or legacy).
-    Repaint,
-    /// pty's PEEK screen: a legacy PEEK subscription (SPEC.md §7).
-    LegacyPeek { plain: bool, full: bool },
-}
-
-impl Screen {
-    fn cut(self, term: &mut screen::Emulator) -> Bytes {
-        match self {
-            Self::Repaint => screen::attach_snapshot(term),
-            Self::LegacyPeek { plain, full } => screen::legacy_peek_snapshot(term, plain, full),
-        }
-    }
-}
-
 /// The session: identity (immutable), terminal, clients, program state.
 pub(crate) struct Session {
     /// The daemon's own creation.
     pub own: SessionRef,
-    display_name: Option<String>,
-    created_at_ms: u64,
-    started: Instant,
-    daemon_pid: u32,
+    pub(crate) display_name: Option<String>,
+    pub(crate) created_at_ms: u64,
+    pub(crate) started: Instant,
+    pub(crate) daemon_pid: u32,
     /// The program's pid.
     pub child_pid: u32,
     legacy_policy: LegacyPolicy,
-    owner: Option<Owner>,
+    pub(crate) owner: Option<Owner>,
     pub(crate) claim: Claim,
     /// The PTY master.
     pub master: AsyncFd<OwnedFd>,
@@ -92,24 +64,23 @@ pub(crate) struct Session {
     pub child: AsyncFd<ChildProc>,
     pub(crate) term: RefCell<screen::Emulator>,
     pub(crate) size: Cell<(u16, u16)>,
-    attached: RefCell<Vec<Attached>>,
+    /// The attached connections (SPEC §5.4).
+    pub(crate) attached: RefCell<Fanout>,
     clients: RefCell<HashMap<u64, Rc<Peer>>>,
     next_client: Cell<u64>,
     /// Reply bytes queued over every connection (SPEC.md §8).
     replies: Rc<ReplyBudget>,
-    input: RefCell<InputQueue>,
+    pub(crate) input: RefCell<InputQueue>,
     /// Wakes the PTY writer: input was queued.
     pub input_ready: Notify,
     /// Wakes connections waiting for room in the input queue.
     pub input_room: Notify,
     /// Wakes the exit path: a connection ended.
     pub connection_gone: Notify,
-    exit: Cell<Option<ExitStatus>>,
-    draining: Cell<bool>,
-    /// Query answers are being dropped (the program does not read them).
-    answers_dropping: Cell<bool>,
+    pub(crate) exit: Cell<Option<ExitStatus>>,
+    pub(crate) draining: Cell<bool>,
     /// Per terminal-event type, its rate limit (SPEC §9.9).
-    event_buckets: RefCell<HashMap<&'static str, Bucket>>,
+    event_limit: RefCell<EventLimiter>,
     /// The output cursor, the ring and the shell's marks (SPEC §4.6, §8).
     pub(crate) log: RefCell<OutputLog>,
     /// The recordings (SPEC §4.8).
@@ -118,23 +89,9 @@ pub(crate) struct Session {
     pub output_seen: Notify,
     /// The run lease (SPEC §4.7) and whether the program was started with
     /// latch's shell integration.
-    lease: crate::lease::Lease,
-    integration: bool,
+    pub(crate) lease: crate::lease::Lease,
+    pub(crate) integration: bool,
 }
-
-/// A token bucket: `EVENT_BURST` events of one type at once, then one per
-/// `EVENT_REFILL`; the next event recorded says how many were dropped.
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-    dropped: u64,
-}
-
-/// Terminal events of one type recorded at once at most (SPEC §9.9).
-const EVENT_BURST: f64 = 10.0;
-/// Then one more per this long.
-const EVENT_REFILL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Session {
     /// The session for a fresh creation, and the listening socket to serve it on.
@@ -160,7 +117,7 @@ impl Session {
                 spec.scrollback,
             )),
             size: Cell::new((rows.get(), cols.get())),
-            attached: RefCell::new(Vec::new()),
+            attached: RefCell::new(Fanout::default()),
             clients: RefCell::new(HashMap::new()),
             next_client: Cell::new(1),
             replies: Rc::new(ReplyBudget::from_env()),
@@ -170,8 +127,7 @@ impl Session {
             connection_gone: Notify::new(),
             exit: Cell::new(None),
             draining: Cell::new(false),
-            answers_dropping: Cell::new(false),
-            event_buckets: RefCell::new(HashMap::new()),
+            event_limit: RefCell::new(EventLimiter::default()),
             log: RefCell::new(OutputLog::default()),
             output_seen: Notify::new(),
             casts: RefCell::new(crate::cast::Casts::new(facts)),
@@ -272,30 +228,7 @@ impl Session {
     /// applies the queue first, so a snapshot still reflects exactly the bytes
     /// fanned out before it.
     pub fn output(&self, data: &[u8]) {
-        let mut cut = Vec::new();
-        {
-            let attached = self.attached.borrow();
-            if !attached.is_empty() {
-                let bytes = Bytes::copy_from_slice(data);
-                for a in attached.iter() {
-                    let mut rest = bytes.clone();
-                    while !rest.is_empty() {
-                        let chunk = rest.split_to(rest.len().min(MAX_OUTPUT_CHUNK));
-                        // Not queued: the client is behind (it is resynchronised
-                        // once it reads again) or closing (it leaves the fan-out).
-                        if !a
-                            .client
-                            .stream(Outbound::Strict(ServerFrame::Output(chunk)))
-                        {
-                            if a.client.phase() != Phase::Open {
-                                cut.push(a.client.id);
-                            }
-                            break;
-                        }
-                    }
-                }
-            }
-        }
+        let cut = self.attached.borrow().output(data);
         for id in cut {
             self.detach(id);
         }
@@ -315,20 +248,6 @@ impl Session {
         self.log.borrow().facts().output_cursor
     }
 
-    /// The visible screen as `peek --ansi` and `--plain` show it, at most `max`
-    /// bytes each, and the terminal's size (SPEC §9.18).
-    pub fn visible_screen(&self, max: usize) -> (String, String, (u16, u16)) {
-        let captured = {
-            let mut term = self.term.borrow_mut();
-            (
-                screen::capture(&mut term, false, false, max),
-                screen::capture(&mut term, true, false, max),
-            )
-        };
-        self.settle();
-        (captured.0, captured.1, self.size.get())
-    }
-
     /// Whether output is queued for the emulator (or memory it can free).
     pub fn output_queued(&self) -> bool {
         let term = self.term.borrow();
@@ -341,13 +260,13 @@ impl Session {
         // The burst's buffers (the read buffer, the emulator's spare rows) were
         // freed in the middle of the heap: hand their pages back, and the stack
         // the parsing touched.
-        trim_memory();
+        crate::memory::trim_memory();
         self.settle();
     }
 
     /// Acts on what the emulator produced besides the screen: its answers to the
     /// program's queries go to the program's input queue, and terminal events go
-    /// to the event log, as far as each type's `Bucket` allows (SPEC §4.4, §9.9).
+    /// to the event log, as far as the rate limit allows (`event_limit`, SPEC §4.4, §9.9).
     pub(crate) fn settle(&self) {
         let (answers, events) = {
             let mut term = self.term.borrow_mut();
@@ -365,17 +284,15 @@ impl Session {
     /// when the program stops reading them, once per stretch of drops.
     fn queue_answers(&self, answers: Vec<Vec<u8>>) {
         let mut q = self.input.borrow_mut();
-        let dropped = q.push_answers(answers);
+        let answered = q.push_answers(answers);
         let queued = !q.is_empty();
         let (total, held) = (q.dropped(), q.answers());
         drop(q);
-        if dropped > 0 && !self.answers_dropping.replace(true) {
+        if answered.began_dropping {
             log!(
                 "the program does not read its input: query answers beyond {held} bytes \
                  are dropped ({total} so far)"
             );
-        } else if dropped == 0 {
-            self.answers_dropping.set(false);
         }
         if queued {
             self.input_ready.notify_one();
@@ -383,32 +300,10 @@ impl Session {
     }
 
     fn term_event(&self, e: screen::TermEvent) {
-        use latch_registry::events::{kind, EventKind};
-        let kind = match &e {
-            screen::TermEvent::Bell => kind::BELL,
-            screen::TermEvent::Title(_) => kind::TITLE_CHANGE,
-            screen::TermEvent::Notification { .. } => kind::NOTIFICATION,
-            screen::TermEvent::CursorVisible(_) => kind::CURSOR_VISIBLE,
+        let kind = event_limit::kind_of(&e);
+        let Some(carried) = self.event_limit.borrow_mut().admit(kind, Instant::now()) else {
+            return;
         };
-        let now = Instant::now();
-        let dropped = {
-            let mut buckets = self.event_buckets.borrow_mut();
-            let b = buckets.entry(kind).or_insert(Bucket {
-                tokens: EVENT_BURST,
-                at: now,
-                dropped: 0,
-            });
-            let refill = now.duration_since(b.at).as_secs_f64() / EVENT_REFILL.as_secs_f64();
-            b.tokens = (b.tokens + refill).min(EVENT_BURST);
-            b.at = now;
-            if b.tokens < 1.0 {
-                b.dropped += 1;
-                return;
-            }
-            b.tokens -= 1.0;
-            std::mem::take(&mut b.dropped)
-        };
-        let carried = (dropped > 0).then_some(dropped);
         // The output the emulator has applied: the event lies at or before it
         // (SPEC §9.9).
         let at = Some(
@@ -418,42 +313,18 @@ impl Session {
                 .output_cursor
                 .saturating_sub(self.term.borrow().queued() as u64),
         );
-        let event = match e {
-            screen::TermEvent::Bell => EventKind::Bell {
-                dropped: carried,
-                output_cursor: at,
-            },
-            screen::TermEvent::Title(title) => EventKind::TitleChange {
-                title,
-                dropped: carried,
-                output_cursor: at,
-            },
-            screen::TermEvent::Notification { osc, title, body } => EventKind::Notification {
-                source: format!("osc{osc}"),
-                title,
-                body,
-                dropped: carried,
-                output_cursor: at,
-            },
-            screen::TermEvent::CursorVisible(visible) => EventKind::CursorVisible {
-                visible,
-                dropped: carried,
-                output_cursor: at,
-            },
-        };
         // Queued for the event writer, never written here (SPEC §9.9). One it cannot
         // take counts as dropped, with those it carried.
+        let event = event_limit::event_kind(e, carried, at);
         if self.claim.record_event(event).is_err() {
-            if let Some(b) = self.event_buckets.borrow_mut().get_mut(kind) {
-                b.dropped += dropped + 1;
-            }
+            self.event_limit.borrow_mut().not_recorded(kind, carried);
         }
     }
 
     /// Whether the emulator answers the program's queries: only while no
     /// read-write client is attached, whose terminal answers them (SPEC §4.4).
-    fn update_answering(&self) {
-        let writers = self.attached.borrow().iter().any(|a| a.writer);
+    pub(crate) fn update_answering(&self) {
+        let writers = self.attached.borrow().has_writer();
         self.term.borrow_mut().set_answering(!writers);
         self.settle();
     }
@@ -475,185 +346,6 @@ impl Session {
                 Err(_) => break,
             }
         }
-    }
-
-    // ----- effects -----
-
-    /// ATTACH: GEOMETRY, then one SCREEN cut, then (by joining the fan-out in the same
-    /// step) every OUTPUT and EXIT after the cut. If the program has already exited,
-    /// EXIT follows the SCREEN at once.
-    pub fn attach(&self, client: &Rc<Peer>, rows: u16, cols: u16, read_only: bool) {
-        self.join(client, rows, cols, read_only, Screen::Repaint);
-    }
-
-    /// ATTACH, or a legacy PEEK (read-only, with pty's screen): see [`attach`].
-    pub fn join(&self, client: &Rc<Peer>, rows: u16, cols: u16, read_only: bool, kind: Screen) {
-        let writer = !read_only;
-        let size = (rows > 0 && cols > 0).then_some((rows, cols));
-        if writer && self.exit.get().is_none() {
-            // Resize first, so the snapshot is cut at the size the client will see.
-            let members = self
-                .attached
-                .borrow()
-                .iter()
-                .map(|a| (a.writer, a.size))
-                .chain([(writer, size)])
-                .collect::<Vec<_>>();
-            if let Some((r, c)) = pty_size(members) {
-                self.apply_size(r, c);
-            }
-        }
-        let (r, c) = self.size.get();
-        let snapshot = kind.cut(&mut self.term.borrow_mut());
-        self.settle();
-        // Stream frames: a client that falls behind already here is resynchronised
-        // like any other.
-        client.stream(Outbound::Strict(ServerFrame::Geometry { rows: r, cols: c }));
-        client.stream(Outbound::Strict(ServerFrame::Screen(snapshot)));
-        self.stream_cut(client, false);
-        if client.phase() != Phase::Open {
-            return;
-        }
-        if let Some(status) = self.exit.get() {
-            self.resync_now(client, kind);
-            client.stream_final(Outbound::Strict(ServerFrame::Exit(status)));
-            return;
-        }
-        self.attached.borrow_mut().push(Attached {
-            client: client.clone(),
-            writer,
-            size,
-            screen: kind,
-        });
-        self.update_answering();
-    }
-
-    /// Resynchronises a client that fell behind and has since read everything
-    /// queued for it: GEOMETRY and a fresh SCREEN, cut exactly as on ATTACH (the
-    /// emulator's queue is applied first), then live output again. Called by the
-    /// connection's writer; does nothing for a client that is not behind.
-    pub fn resync(&self, client: &Rc<Peer>) {
-        if !client.wants_resync() {
-            return;
-        }
-        let attached = self
-            .attached
-            .borrow()
-            .iter()
-            .find(|a| a.client.id == client.id)
-            .map(|a| a.screen);
-        let Some(kind) = attached else {
-            client.resynced();
-            return;
-        };
-        self.resync_now(client, kind);
-        log!(
-            "connection {} resynchronised with a fresh screen ({} so far)",
-            client.id,
-            client.resyncs()
-        );
-    }
-
-    /// Queues GEOMETRY and a fresh SCREEN for a client that is behind, whatever
-    /// is still queued for it (at the program's exit, before EXIT).
-    fn resync_now(&self, client: &Peer, kind: Screen) {
-        if !client.is_behind() {
-            return;
-        }
-        client.resynced();
-        let (r, c) = self.size.get();
-        let snapshot = kind.cut(&mut self.term.borrow_mut());
-        self.settle();
-        client.stream_final(Outbound::Strict(ServerFrame::Geometry { rows: r, cols: c }));
-        client.stream_final(Outbound::Strict(ServerFrame::Screen(snapshot)));
-        self.stream_cut(client, true);
-    }
-
-    /// After a stream's SCREEN, on a version-3 connection: CUT, the output cursor
-    /// and shell at that cut (SPEC §4.2), which the OUTPUT after it continues from.
-    fn stream_cut(&self, client: &Peer, last: bool) {
-        if client.with_conn(|c| c.version()) < Some(latch_wire::CURSORS_VERSION) {
-            return;
-        }
-        let frame = Outbound::Strict(ServerFrame::Cut(self.log.borrow().cut()));
-        if last {
-            client.stream_final(frame);
-        } else {
-            client.stream(frame);
-        }
-    }
-
-    /// STATUS for a version-3 connection: STATUS's fields, then the output's.
-    pub fn status3(&self) -> latch_wire::Status3 {
-        latch_wire::Status3 {
-            base: self.status(),
-            output: self.log.borrow().facts(),
-        }
-    }
-
-    /// OUTPUT_SINCE: the held output after `since`, at most REPLY_QUEUE_BYTES in
-    /// one reply, so that one connection's unread answers stay within the bound
-    /// after which it is no longer read (SPEC §4.7, §8); a reader asks again.
-    pub fn output_since(&self, client: &Peer, since: u64, max: u32) {
-        let max = usize::try_from(max)
-            .unwrap_or(usize::MAX)
-            .min(latch_wire::limits::REPLY_QUEUE_BYTES);
-        let range = self.log.borrow().since(since, max);
-        client.send(Outbound::Strict(ServerFrame::OutputRange(range)));
-    }
-
-    /// LEASE (SPEC §4.7): the run lease for `client` if nobody else holds it, and
-    /// the facts a client that types needs, read now.
-    pub fn lease(&self, client: &Peer) {
-        let granted = self.lease.take(client.id);
-        client.with_conn(|c| c.set_leased(granted));
-        let facts = self.lease_facts(granted);
-        client.send(Outbound::Strict(ServerFrame::Leased(Box::new(facts))));
-    }
-
-    fn lease_facts(&self, granted: bool) -> latch_wire::LeaseFacts {
-        let paste = self.term.borrow_mut().bracketed_paste();
-        self.settle();
-        latch_wire::LeaseFacts {
-            granted,
-            integration: self.integration,
-            marked: self.log.borrow().marked(),
-            bracketed_paste: paste,
-            reading: crate::lease::foreground_reading(self.child_pid),
-            output: self.log.borrow().facts(),
-        }
-    }
-
-    /// RELEASE, or the end of `client`'s connection: the lease is free again.
-    pub fn release(&self, client: &Peer) {
-        self.lease.give_back(client.id);
-        client.with_conn(|c| c.set_leased(false));
-    }
-
-    /// COMMANDS: the newest `last` command blocks (SPEC §4.7).
-    pub fn commands(&self, client: &Peer, last: u32) {
-        let blocks = self.log.borrow().blocks.last(last);
-        client.send(Outbound::Strict(ServerFrame::Commands(blocks)));
-    }
-
-    /// Strict PEEK: one SCREEN (a legacy PEEK is a subscription, [`join`]).
-    pub fn peek(&self, client: &Peer, plain: bool, full: bool) {
-        let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
-        self.settle();
-        let peek = latch_wire::PeekRequest { plain, full };
-        client.send_screen(Outbound::Strict(ServerFrame::Screen(snapshot)), peek);
-    }
-
-    /// CAPTURE: the cell-grid capture, postcard-encoded (SPEC.md §4.4); only cut
-    /// and encoded here, never drawn.
-    pub fn capture(&self, client: &Peer, full: bool) {
-        let capture = self
-            .term
-            .borrow_mut()
-            .capture(full, screen::capture::CAPTURE_MAX);
-        self.settle();
-        let frame = ServerFrame::Capture(Bytes::from(capture.encode()));
-        client.send_screen(Outbound::Strict(frame), ScreenAsk::Capture { full });
     }
 
     /// INPUT: queue bytes for the PTY, in arrival order across all connections.
@@ -729,32 +421,6 @@ impl Session {
         !self.input.borrow().is_empty()
     }
 
-    /// RESIZE: for an attached read-write connection, its size, then the PTY size is
-    /// recomputed over all attached read-write clients; for any other bound
-    /// connection, the PTY size directly.
-    pub fn resize(
-        &self,
-        client_id: u64,
-        attached_writer: bool,
-        rows: u16,
-        cols: u16,
-    ) -> Result<(), ServerFrame> {
-        if !attached_writer {
-            self.apply_size(rows, cols);
-            return Ok(());
-        }
-        let mut attached = self.attached.borrow_mut();
-        if let Some(a) = attached.iter_mut().find(|a| a.client.id == client_id) {
-            a.size = Some((rows, cols));
-        }
-        let new = pty_size(attached.iter().map(|a| (a.writer, a.size)));
-        drop(attached);
-        if let Some((r, c)) = new {
-            self.apply_size(r, c);
-        }
-        Ok(())
-    }
-
     /// SIGNAL: through the pidfd opened at spawn, never by pid.
     pub fn signal(&self, sig: i32) -> Result<(), ServerFrame> {
         self.child.get_ref().pidfd.send_signal(sig).map_err(|e| {
@@ -802,63 +468,6 @@ impl Session {
         );
     }
 
-    /// DETACH (or a connection ending): leaves the fan-out; the PTY size is
-    /// recomputed if it was a read-write client.
-    pub fn detach(&self, client_id: u64) {
-        let mut attached = self.attached.borrow_mut();
-        let Some(pos) = attached.iter().position(|a| a.client.id == client_id) else {
-            return;
-        };
-        let gone = attached.remove(pos);
-        let new = pty_size(attached.iter().map(|a| (a.writer, a.size)));
-        drop(attached);
-        if gone.writer {
-            self.update_answering();
-        }
-        if gone.writer && self.exit.get().is_none() {
-            if let Some((r, c)) = new {
-                self.apply_size(r, c);
-            }
-        }
-    }
-
-    /// Sets the PTY and emulator size and tells every attached client.
-    fn apply_size(&self, rows: u16, cols: u16) {
-        if self.size.get() == (rows, cols) {
-            return;
-        }
-        let (Some(r), Some(c)) = (NonZeroU16::new(rows), NonZeroU16::new(cols)) else {
-            return;
-        };
-        if let Err(e) = pty::set_size(self.master.get_ref().as_fd(), rows, cols) {
-            log!("cannot resize the terminal to {rows}x{cols}: {e}");
-            return;
-        }
-        self.term.borrow_mut().resize(r.get(), c.get());
-        if cols != self.size.get().1 {
-            // A reflow of the scrollback rebuilt its rows in full cells for a moment.
-            trim_memory();
-        }
-        self.settle();
-        self.size.set((rows, cols));
-        let cursor = self.log.borrow().cursor();
-        self.casts.borrow_mut().resize(rows, cols, cursor);
-        self.broadcast(|| Outbound::Strict(ServerFrame::Geometry { rows, cols }));
-    }
-
-    fn broadcast(&self, frame: impl Fn() -> Outbound) {
-        let mut cut = Vec::new();
-        for a in self.attached.borrow().iter() {
-            // A client that is behind gets the current geometry when resynchronised.
-            if !a.client.stream(frame()) && a.client.phase() != Phase::Open {
-                cut.push(a.client.id);
-            }
-        }
-        for id in cut {
-            self.detach(id);
-        }
-    }
-
     // ----- exit -----
 
     /// The program has exited: refuse further input, record the exit (if the record
@@ -878,30 +487,11 @@ impl Session {
         self.claim.finish(exit, Some(screen), self.draining());
         // EXIT reaches every attached client, after a fresh screen for any that is
         // behind, whatever the bound.
-        let attached = std::mem::take(&mut *self.attached.borrow_mut());
+        let attached = self.attached.borrow_mut().take_all();
         for a in &attached {
             self.resync_now(&a.client, a.screen);
             a.client
                 .stream_final(Outbound::Strict(ServerFrame::Exit(status)));
-        }
-    }
-
-    /// The screen as the program left it, for `<id>.screen` (SPEC §9.15).
-    fn final_screen(&self, exit: ExitRecord) -> latch_registry::FinalScreen {
-        use latch_registry::screen::FINAL_FULL_MAX_BYTES as MAX;
-        let mut term = self.term.borrow_mut();
-        let (rows, cols) = self.size.get();
-        latch_registry::FinalScreen {
-            version: latch_registry::FINAL_SCREEN_VERSION,
-            id: self.own.id.clone(),
-            incarnation: self.own.incarnation,
-            rows,
-            cols,
-            exit,
-            plain: screen::capture(&mut term, true, false, MAX),
-            ansi: screen::capture(&mut term, false, false, MAX),
-            full_plain: screen::capture(&mut term, true, true, MAX),
-            full_ansi: screen::capture(&mut term, false, true, MAX),
         }
     }
 
@@ -916,64 +506,6 @@ impl Session {
         }
         self.claim.withdraw();
     }
-
-    // ----- status -----
-
-    /// STATUS from memory (SPEC.md §11 I2).
-    pub fn status(&self) -> StatusReply {
-        let (rows, cols) = self.size.get();
-        let (cursor_row, cursor_col) = self.term.borrow_mut().cursor();
-        self.settle();
-        let attached = self.attached.borrow();
-        let writers = attached.iter().filter(|a| a.writer).count();
-        let readers = attached.len() - writers;
-        StatusReply {
-            id: self.own.id.clone(),
-            incarnation: self.own.incarnation,
-            daemon_pid: self.daemon_pid,
-            child_pid: self.child_pid,
-            rows,
-            cols,
-            cursor_row,
-            cursor_col,
-            writers: u32::try_from(writers).unwrap_or(u32::MAX),
-            readers: u32::try_from(readers).unwrap_or(u32::MAX),
-            created_at_ms: self.created_at_ms,
-            exit: self.exit.get(),
-            draining: self.draining.get(),
-            legacy_policy: self.legacy_policy,
-            owner: self.owner.clone(),
-        }
-    }
-
-    /// The legacy STATUS packet (shape in `status`).
-    pub fn legacy_status(&self) -> Outbound {
-        let name = self
-            .display_name
-            .clone()
-            .unwrap_or_else(|| self.own.id.to_string());
-        let facts = {
-            let mut term = self.term.borrow_mut();
-            status::LegacyFacts {
-                name,
-                uptime_seconds: self.started.elapsed().as_secs(),
-                lines: screen::legacy_lines(&mut term),
-                modes: screen::legacy_modes(&mut term),
-                connections: self
-                    .attached
-                    .borrow()
-                    .iter()
-                    .map(|a| status::LegacyConn {
-                        writer: a.writer,
-                        size: a.size,
-                        seq: a.client.id,
-                    })
-                    .collect(),
-            }
-        };
-        let json = status::legacy_json(&self.status(), &facts);
-        Outbound::Legacy(LegacyServerFrame::Status(Bytes::from(json.to_string())))
-    }
 }
 
 /// What a recording's header says of the creation (SPEC §4.8).
@@ -986,74 +518,5 @@ fn cast_facts(created: &Created, spec: &CreateSpec) -> crate::cast::HeaderFacts 
             .unwrap_or_else(|| spec.id.to_string()),
         term: spec.env.get("TERM").cloned(),
         shell: spec.env.get("SHELL").cloned(),
-    }
-}
-
-/// Hands back what an idle daemon does not need: the allocator's free pages and
-/// the stack below the live frames.
-pub(crate) fn trim_memory() {
-    trim_heap();
-    trim_stack();
-}
-
-/// Hands the allocator's free pages back to the system. The emulator frees the
-/// full-cell rows its scrollback no longer needs in the middle of the heap, where
-/// `free` alone keeps them resident (glibc).
-fn trim_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory; no pointer is involved.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Hands back the main thread's stack pages below the current frame. Creation and
-/// the parsing of a burst touch them once; an idle daemon never needs them, and
-/// the kernel keeps them resident otherwise (a fresh daemon's stack was 92 KiB).
-/// Pages touched again later are simply zero-filled anew.
-fn trim_stack() {
-    // Only the main thread's stack is the `[stack]` mapping.
-    if rustix::thread::gettid() != rustix::process::getpid() {
-        return;
-    }
-    let Some(low) = main_stack_low() else { return };
-    let marker = 0u8;
-    let here = std::ptr::addr_of!(marker) as usize;
-    // Stay clear of this frame, the red zone below it and madvise's own frames.
-    const MARGIN: usize = 16 * 1024;
-    let page = rustix::param::page_size();
-    let high = here.saturating_sub(MARGIN) & !(page - 1);
-    if high <= low {
-        return;
-    }
-    // SAFETY: [low, high) lies in this thread's stack mapping strictly below the
-    // live frames (the current one, minus a margin larger than the red zone and
-    // any frame madvise needs); nothing refers to memory there, and a later touch
-    // gets a zeroed page.
-    let _ = unsafe {
-        rustix::mm::madvise(
-            low as *mut std::ffi::c_void,
-            high - low,
-            rustix::mm::Advice::LinuxDontNeed,
-        )
-    };
-}
-
-/// The lowest address of the main thread's stack mapping, from /proc/self/maps.
-fn main_stack_low() -> Option<usize> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with("[stack]"))?;
-    let (low, _) = line.split_once('-')?;
-    usize::from_str_radix(low, 16).ok()
-}
-
-/// Large buffers (output queue, full-scrollback snapshots) get their own mappings,
-/// returned to the system when freed: glibc would otherwise raise its threshold to
-/// the largest buffer freed so far and keep every later one in the heap.
-pub(crate) fn fixed_mmap_threshold() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: sets an allocator parameter; no pointer is involved.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
 }

@@ -47,15 +47,16 @@ impl SessionUsage {
 }
 
 fn clock_ticks() -> u64 {
-    // SAFETY: sysconf takes no pointers.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(t).ok().filter(|&t| t > 0).unwrap_or(100)
+    Some(rustix::param::clock_ticks_per_second())
+        .filter(|&t| t > 0)
+        .unwrap_or(100)
 }
 
 fn page_size() -> u64 {
-    // SAFETY: sysconf takes no pointers.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+    u64::try_from(rustix::param::page_size())
+        .ok()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096)
 }
 
 /// The fields of a `/proc/PID/stat` line after the command name: index 0 is
@@ -124,6 +125,28 @@ pub fn session_usage(program: &PidFd) -> Option<SessionUsage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_units_of_proc_are_the_kernels() {
+        // /proc counts CPU time in USER_HZ, 100 on Linux whatever the kernel's HZ.
+        assert_eq!(clock_ticks(), 100);
+        // Pages: the kernel's, as smaps reports them.
+        let p = page_size();
+        assert!(p.is_power_of_two() && p >= 4096, "{p}");
+        let kib = std::fs::read_to_string("/proc/self/smaps")
+            .unwrap()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("KernelPageSize:")?
+                    .trim()
+                    .strip_suffix(" kB")?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap();
+        assert_eq!(kib * 1024, p);
+    }
 
     #[test]
     fn parses_stat_and_rollup() {

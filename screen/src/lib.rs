@@ -44,7 +44,9 @@
 //! gives ([`Emulator::new_uncompacted`], the tests' reference). `CSI 3 J` and RIS
 //! clear the store with alacritty's history; the alternate screen shows none of it;
 //! a change of width reflows the window and the compact rows alike, 1,024 compact
-//! rows at a time (SPEC §4.4).
+//! rows at a time and never splitting a wrapped line from its continuation, so a
+//! capture after a resize is the same too, unless one line spans hundreds of rows
+//! (SPEC §4.4).
 //!
 //! ## Snapshots
 //!

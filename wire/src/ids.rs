@@ -30,12 +30,14 @@ pub enum SessionIdError {
 
 impl fmt::Display for SessionIdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Empty => "session id is empty",
-            Self::TooLong => "session id is longer than 64 bytes",
-            Self::BadFirst => "session id must start with an ASCII letter or digit",
-            Self::BadChar => "session id may only contain ASCII letters, digits, '.', '_' and '-'",
-        })
+        match self {
+            Self::Empty => f.write_str("session id is empty"),
+            Self::TooLong => write!(f, "session id is longer than {SESSION_ID_MAX_LEN} bytes"),
+            Self::BadFirst => f.write_str("session id must start with an ASCII letter or digit"),
+            Self::BadChar => {
+                f.write_str("session id may only contain ASCII letters, digits, '.', '_' and '-'")
+            }
+        }
     }
 }
 

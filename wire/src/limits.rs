@@ -12,8 +12,10 @@ pub const HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
 /// Connections a daemon serves at once; one more is refused with
 /// `too-many-connections`.
 pub const MAX_CONNECTIONS: usize = 64;
-/// Output bytes a daemon queues for one client before cutting it off with
-/// `too-slow` (8 MiB).
+/// Output bytes a daemon queues for one client (8 MiB). Output that would take the
+/// queue over it makes the client fall behind: its queued output is dropped, and once
+/// it has read what is left it is resynchronised with a fresh screen; only a client
+/// that reads nothing for [`CLIENT_STALL_MS`] is cut off (SPEC.md §8).
 pub const CLIENT_QUEUE_BYTES: usize = 8 * 1024 * 1024;
 /// Time a negotiated connection may stay unbound, with no frame at all, before the
 /// daemon closes it with `handshake-timeout`, in milliseconds.

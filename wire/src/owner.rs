@@ -24,13 +24,13 @@ pub enum OwnerError {
 
 impl fmt::Display for OwnerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Empty => "owner is empty",
-            Self::TooLong => "owner is longer than 128 characters",
+        match self {
+            Self::Empty => f.write_str("owner is empty"),
+            Self::TooLong => write!(f, "owner is longer than {OWNER_MAX_CHARS} characters"),
             Self::NotPrintable => {
-                "owner contains a control character or a line/paragraph separator"
+                f.write_str("owner contains a control character or a line/paragraph separator")
             }
-        })
+        }
     }
 }
 

@@ -66,16 +66,35 @@ pub struct Env {
 }
 
 /// An effect on the session. Carried out only when the state machine emits it.
+///
+/// Each carries the facts about its connection that carrying it out needs, so the
+/// daemon never asks the state machine again after a frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// Attach: send GEOMETRY, one SCREEN cut, then output and exit in order.
     Attach(AttachRequest),
     /// Send one screen snapshot.
     Peek(PeekRequest),
+    /// A legacy PEEK: subscribe read-only, as ATTACH does, with pty's PEEK screen
+    /// (SPEC.md §7).
+    Subscribe(PeekRequest),
     /// Write bytes to the PTY.
-    Input(Bytes),
+    Input {
+        /// The bytes.
+        bytes: Bytes,
+        /// From the attached read-write connection: while the program's input is
+        /// full it is queued and the connection waits; from any other, refused with
+        /// `input-full` (SPEC.md §8).
+        attached_writer: bool,
+    },
     /// Set this connection's size (attached) or the PTY size (not attached).
-    Resize(Size),
+    Resize {
+        /// The size.
+        size: Size,
+        /// From the attached read-write connection: its size counts toward the
+        /// PTY size rule; from any other, the PTY takes it directly.
+        attached_writer: bool,
+    },
     /// Signal the program.
     Signal(i32),
     /// Start draining, then signal the program.
@@ -119,7 +138,11 @@ impl Effect {
     pub fn needs_program(&self) -> bool {
         matches!(
             self,
-            Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_) | Self::CastStart(_)
+            Self::Input { .. }
+                | Self::Resize { .. }
+                | Self::Signal(_)
+                | Self::Stop(_)
+                | Self::CastStart(_)
         )
     }
 
@@ -128,6 +151,7 @@ impl Effect {
         match self {
             Self::Attach(AttachRequest { read_only, .. }) => !read_only,
             Self::Peek(_)
+            | Self::Subscribe(_)
             | Self::Detach
             | Self::OutputSince { .. }
             | Self::Casts { .. }
@@ -137,9 +161,20 @@ impl Effect {
             // A recording observes, but writes a file as the daemon's user.
             Self::CastStart(_) => true,
             Self::Lease => true,
-            Self::Input(_) | Self::Resize(_) | Self::Signal(_) | Self::Stop(_) => true,
+            Self::Input { .. } | Self::Resize { .. } | Self::Signal(_) | Self::Stop(_) => true,
         }
     }
+}
+
+/// Which STATUS a connection gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusForm {
+    /// STATUS (version 2).
+    Strict,
+    /// STATUS3: STATUS's fields, then the output's (version 3, SPEC.md §4.2).
+    WithOutput,
+    /// The legacy STATUS packet's JSON (SPEC.md §7).
+    Legacy,
 }
 
 /// One thing for the daemon to do, in order.
@@ -147,8 +182,8 @@ impl Effect {
 pub enum Out {
     /// Send this frame.
     Send(Outbound),
-    /// Send the daemon's STATUS (strict frame, or legacy JSON on a legacy connection).
-    Status,
+    /// Send the daemon's STATUS, in this form.
+    Status(StatusForm),
     /// Carry out this effect.
     Effect(Effect),
     /// Close the connection after sending what precedes.
@@ -211,6 +246,15 @@ pub struct ServerConn {
     /// The daemon granted this connection the run lease: it may send INPUT and
     /// SIGNAL while attached read-only (SPEC.md §4.7).
     leased: bool,
+}
+
+/// The STATUS a strict connection at `version` gets.
+fn status_form(version: u16) -> StatusForm {
+    if version >= CURSORS_VERSION {
+        StatusForm::WithOutput
+    } else {
+        StatusForm::Strict
+    }
 }
 
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> Vec<Out> {
@@ -412,7 +456,7 @@ impl ServerConn {
             },
             ConnState::Negotiated { version } => match frame {
                 ClientFrame::Hello { .. } => refuse(ErrorCode::AlreadyNegotiated, "second HELLO"),
-                ClientFrame::Status => vec![Out::Status],
+                ClientFrame::Status => vec![Out::Status(status_form(version))],
                 ClientFrame::Ping(n) => vec![Out::Send(Outbound::Strict(ServerFrame::Pong(n)))],
                 ClientFrame::Bind { id, incarnation } => {
                     if env.draining {
@@ -458,7 +502,7 @@ impl ServerConn {
         if client.len() > CLIENT_NAME_MAX_LEN {
             let mut out = refuse(
                 ErrorCode::InvalidArgument,
-                "client name longer than 64 bytes",
+                format!("client name longer than {CLIENT_NAME_MAX_LEN} bytes"),
             );
             out.push(Out::Close);
             return out;
@@ -492,7 +536,7 @@ impl ServerConn {
                 return refuse(ErrorCode::AlreadyNegotiated, "second HELLO")
             }
             ClientFrame::Bind { .. } => return refuse(ErrorCode::AlreadyBound, "second BIND"),
-            ClientFrame::Status => return vec![Out::Status],
+            ClientFrame::Status => return vec![Out::Status(status_form(version))],
             ClientFrame::Ping(n) => return vec![Out::Send(Outbound::Strict(ServerFrame::Pong(n)))],
             ClientFrame::Detach => {
                 return vec![
@@ -532,7 +576,10 @@ impl ServerConn {
                         "read-only client cannot send input",
                     );
                 }
-                Effect::Input(b)
+                Effect::Input {
+                    bytes: b,
+                    attached_writer: access == Access::ReadWrite,
+                }
             }
             ClientFrame::Resize(Size { rows, cols }) => {
                 if read_only {
@@ -544,7 +591,10 @@ impl ServerConn {
                 if let Err(e) = check_size(rows, cols) {
                     return refuse(ErrorCode::InvalidArgument, e.to_string());
                 }
-                Effect::Resize(Size { rows, cols })
+                Effect::Resize {
+                    size: Size { rows, cols },
+                    attached_writer: access == Access::ReadWrite,
+                }
             }
             ClientFrame::Signal { signal } | ClientFrame::Stop { signal } => {
                 if read_only || (is_stop && access == Access::ReadOnly) {
@@ -582,7 +632,10 @@ impl ServerConn {
             ClientFrame::CastStart(req) => {
                 if version < CURSORS_VERSION {
                     self.state = ConnState::Closed;
-                    return refuse(ErrorCode::Malformed, "CAST_START needs version 3");
+                    return refuse(
+                        ErrorCode::Malformed,
+                        format!("CAST_START needs version {CURSORS_VERSION}"),
+                    );
                 }
                 if read_only {
                     return refuse(
@@ -595,7 +648,10 @@ impl ServerConn {
             ClientFrame::Casts { stop } => {
                 if version < CURSORS_VERSION {
                     self.state = ConnState::Closed;
-                    return refuse(ErrorCode::Malformed, "CASTS needs version 3");
+                    return refuse(
+                        ErrorCode::Malformed,
+                        format!("CASTS needs version {CURSORS_VERSION}"),
+                    );
                 }
                 Effect::Casts { stop }
             }
@@ -673,7 +729,7 @@ impl ServerConn {
         self.state = ConnState::Legacy { attached };
         let full = policy == LegacyPolicy::Full;
         match frame {
-            LegacyClientFrame::Status => vec![Out::Status],
+            LegacyClientFrame::Status => vec![Out::Status(StatusForm::Legacy)],
             LegacyClientFrame::Detach => vec![Out::Effect(Effect::Detach), Out::Close],
             LegacyClientFrame::Unknown(_) => Vec::new(),
             // A second ATTACH or PEEK on an attached (or peeking) connection is
@@ -694,7 +750,7 @@ impl ServerConn {
             LegacyClientFrame::Peek { plain, full } => {
                 self.state = ConnState::Legacy { attached: true };
                 self.legacy_peek = true;
-                vec![Out::Effect(Effect::Peek(PeekRequest { plain, full }))]
+                vec![Out::Effect(Effect::Subscribe(PeekRequest { plain, full }))]
             }
             LegacyClientFrame::Attach(size) => {
                 self.state = ConnState::Legacy { attached: true };
@@ -709,13 +765,21 @@ impl ServerConn {
                     read_only: !full,
                 }))]
             }
+            // An attached legacy client under `full` is its session's read-write
+            // client (`is_writer`).
             LegacyClientFrame::Data(b) if full && !self.legacy_peek => {
-                vec![Out::Effect(Effect::Input(b))]
+                vec![Out::Effect(Effect::Input {
+                    bytes: b,
+                    attached_writer: attached,
+                })]
             }
             LegacyClientFrame::Resize(Some((rows, cols)))
                 if full && !self.legacy_peek && check_size(rows, cols).is_ok() =>
             {
-                vec![Out::Effect(Effect::Resize(Size { rows, cols }))]
+                vec![Out::Effect(Effect::Resize {
+                    size: Size { rows, cols },
+                    attached_writer: attached,
+                })]
             }
             // Observe: input and resize never reach the session; the old framing has
             // no error packet, so they are dropped (the daemon logs them). So is a

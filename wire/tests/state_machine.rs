@@ -21,7 +21,9 @@ use tokio_util::codec::{Decoder, Encoder};
 use latch_wire::client::{ClientHandshake, HandshakeError, Negotiated};
 use latch_wire::fuzzing::{check_step, own_ref, server_conn_at};
 use latch_wire::legacy::LegacyClientFrame;
-use latch_wire::server::{Access, ConnState, Effect, Env, Out, ServerConfig, ServerConn};
+use latch_wire::server::{
+    Access, ConnState, Effect, Env, Out, ServerConfig, ServerConn, StatusForm,
+};
 use latch_wire::{
     ClientCodec, ClientFrame, ErrorCode, Inbound, Incarnation, LegacyPolicy, Limits, Outbound,
     ServerCodec, ServerFrame, SessionId, SessionRef, VersionRange, SUPPORTED,
@@ -245,7 +247,11 @@ fn none() -> Vec<Out> {
 }
 
 fn status() -> Vec<Out> {
-    vec![Out::Status]
+    vec![Out::Status(StatusForm::Strict)]
+}
+
+fn legacy_status() -> Vec<Out> {
+    vec![Out::Status(StatusForm::Legacy)]
 }
 
 fn pong() -> Vec<Out> {
@@ -463,7 +469,10 @@ fn legacy_rows(policy: LegacyPolicy, attached: bool) -> Vec<Row> {
         (
             F::LData,
             if full {
-                eff(Effect::Input(Bytes::from_static(b"y")))
+                eff(Effect::Input {
+                    bytes: Bytes::from_static(b"y"),
+                    attached_writer: attached,
+                })
             } else {
                 none()
             },
@@ -477,10 +486,13 @@ fn legacy_rows(policy: LegacyPolicy, attached: bool) -> Vec<Row> {
         (
             F::LResize,
             if full {
-                eff(Effect::Resize(Size {
-                    rows: 30,
-                    cols: 100,
-                }))
+                eff(Effect::Resize {
+                    size: Size {
+                        rows: 30,
+                        cols: 100,
+                    },
+                    attached_writer: attached,
+                })
             } else {
                 none()
             },
@@ -494,14 +506,14 @@ fn legacy_rows(policy: LegacyPolicy, attached: bool) -> Vec<Row> {
         } else {
             (
                 F::LPeek,
-                eff(Effect::Peek(PeekRequest {
+                eff(Effect::Subscribe(PeekRequest {
                     plain: false,
                     full: true,
                 })),
                 L1,
             )
         },
-        (F::LStatus, status(), here),
+        (F::LStatus, legacy_status(), here),
         (F::LUnknown, none(), here),
     ]);
     rows
@@ -587,13 +599,23 @@ fn bound_writer_rows(attached: bool) -> Vec<Row> {
         ]);
     }
     rows.extend([
-        (F::Input, eff(Effect::Input(Bytes::from_static(b"x"))), here),
+        (
+            F::Input,
+            eff(Effect::Input {
+                bytes: Bytes::from_static(b"x"),
+                attached_writer: attached,
+            }),
+            here,
+        ),
         (
             F::Resize,
-            eff(Effect::Resize(Size {
-                rows: 30,
-                cols: 100,
-            })),
+            eff(Effect::Resize {
+                size: Size {
+                    rows: 30,
+                    cols: 100,
+                },
+                attached_writer: attached,
+            }),
             here,
         ),
         (F::ResizeZero, err(ErrorCode::InvalidArgument), here),
@@ -771,7 +793,7 @@ fn legacy_peek_is_a_read_only_subscription_under_every_policy() {
         let mut conn = server_conn(policy);
         assert_eq!(
             feed(&mut conn, F::LPeek, policy),
-            eff(Effect::Peek(PeekRequest {
+            eff(Effect::Subscribe(PeekRequest {
                 plain: false,
                 full: true
             }))
@@ -781,7 +803,7 @@ fn legacy_peek_is_a_read_only_subscription_under_every_policy() {
         for f in [F::LData, F::LResize, F::LAttach, F::LPeek] {
             assert_eq!(feed(&mut conn, f, policy), none(), "{f:?} under {policy:?}");
         }
-        assert_eq!(feed(&mut conn, F::LStatus, policy), status());
+        assert_eq!(feed(&mut conn, F::LStatus, policy), legacy_status());
     }
 }
 
@@ -1452,10 +1474,13 @@ fn sizes_over_the_limits_are_refused_before_any_effect() {
     );
     assert_eq!(
         out,
-        vec![Out::Effect(Effect::Resize(Size {
-            rows: MAX_ROWS,
-            cols: 500
-        }))]
+        vec![Out::Effect(Effect::Resize {
+            size: Size {
+                rows: MAX_ROWS,
+                cols: 500
+            },
+            attached_writer: false,
+        })]
     );
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use latch_wire::server::{ConnState, Effect, Out, ServerConfig, ServerConn};
+use latch_wire::server::{ConnState, Effect, Out, ServerConfig, ServerConn, StatusForm};
 use latch_wire::{
     ClientFrame, ErrorCode, Inbound, Incarnation, LegacyPolicy, Limits, Outbound, ServerFrame,
     SessionId, SessionRef, VersionRange, SUPPORTED,
@@ -63,6 +63,34 @@ fn output_since_is_an_effect_on_version_3() {
         out,
         vec![Out::Effect(Effect::OutputSince { since: 7, max: 10 })]
     );
+}
+
+/// STATUS says which form the connection gets: STATUS3 from version 3, STATUS on
+/// version 2, bound or not (SPEC.md §4.2).
+#[test]
+fn status_names_its_form_by_version() {
+    for (max, form) in [(3, StatusForm::WithOutput), (2, StatusForm::Strict)] {
+        let mut c = bound(max);
+        let out = c.handle(
+            Instant::now(),
+            Inbound::Strict(ClientFrame::Status),
+            Default::default(),
+        );
+        assert_eq!(out, vec![Out::Status(form)], "version {max}");
+    }
+    let (mut c, _) = conn();
+    let hello = ClientFrame::Hello {
+        versions: VersionRange { min: 2, max: 3 },
+        client: "t".into(),
+    };
+    let now = Instant::now();
+    c.handle(now, Inbound::Strict(hello), Default::default());
+    let out = c.handle(
+        now,
+        Inbound::Strict(ClientFrame::Status),
+        Default::default(),
+    );
+    assert_eq!(out, vec![Out::Status(StatusForm::WithOutput)], "negotiated");
 }
 
 #[test]
@@ -198,7 +226,10 @@ fn a_lease_holder_types_read_only_and_version_2_has_no_lease() {
     c.set_leased(true);
     assert!(matches!(
         &c.handle(now, input(), env)[..],
-        [Out::Effect(Effect::Input(_))]
+        [Out::Effect(Effect::Input {
+            attached_writer: false,
+            ..
+        })]
     ));
     let stop = Inbound::Strict(ClientFrame::Stop { signal: 15 });
     assert!(matches!(

@@ -219,7 +219,13 @@ fn patch(req: PatchRequest) -> Result<PatchedAnswer, ClientError> {
         )));
     }
     let patch = latch_client::MetaPatch::from_json(&text)?;
-    let done = Location::Here(&client).patch(&req.target.reference, expect, receipt, &patch)?;
+    let done = Location::Here(&client).patch(
+        &req.target.reference,
+        expect,
+        receipt,
+        &patch,
+        req.exact_id,
+    )?;
     Ok(PatchedAnswer {
         changed: done.changed,
         record: done.record,

@@ -469,16 +469,22 @@ impl Location<'_> {
     }
 
     /// Applies `patch` to the creation, only while the record still holds it.
+    /// With `exact_id`, the reference must be the session's id itself (never a
+    /// name): `meta patch --id`.
     pub fn patch(
         &self,
         reference: &str,
         expect: Option<Incarnation>,
         receipt: Option<Receipt>,
         patch: &crate::MetaPatch,
+        exact_id: bool,
     ) -> Result<crate::Patched, ClientError> {
         match self {
             Self::Here(client) => {
                 let found = self.resolve(reference, expect, receipt)?;
+                if exact_id && found.session.id.as_str() != reference {
+                    return Err(ClientError::NotFound(format!("{reference:?}")));
+                }
                 client.patch(&found.session.id, Some(&found.session.incarnation), patch)
             }
             Self::There(there) => {
@@ -487,6 +493,7 @@ impl Location<'_> {
                     Op::Patch(proto::PatchRequest {
                         target: Self::resolve_request(there, reference, expect, receipt),
                         patch: patch.to_json(),
+                        exact_id,
                     }),
                     Answer::Status,
                     None,

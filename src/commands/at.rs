@@ -139,11 +139,12 @@ impl At {
         reference: &str,
         pre: &Preconditions,
         patch: &latch_client::MetaPatch,
+        exact_id: bool,
     ) -> Result<latch_client::Patched, ClientError> {
         let expect = parse_expect(pre)?;
         let receipt = self.receipt(pre)?;
         self.loc()
-            .patch(self.reference(reference), expect, receipt, patch)
+            .patch(self.reference(reference), expect, receipt, patch, exact_id)
     }
 
     /// Removes the creation the target names.

@@ -373,7 +373,7 @@ fn patched(
     patch: &MetaPatch,
     json: bool,
 ) -> Result<i32, ClientError> {
-    let done = at.patch(&target.reference, &target.pre, patch)?;
+    let done = at.patch(&target.reference, &target.pre, patch, false)?;
     let id = &done.record.id;
     if json {
         print_patched(&done)?;
@@ -429,7 +429,7 @@ pub(crate) fn meta(at: &At, op: MetaOp) -> Result<i32, ClientError> {
     })?;
     let text = read_patch(std::io::stdin())?;
     let patch = MetaPatch::from_json(&text)?;
-    let done = at.patch(id.as_str(), &pre, &patch)?;
+    let done = at.patch(id.as_str(), &pre, &patch, true)?;
     print_patched(&done)?;
     Ok(exit::OK)
 }

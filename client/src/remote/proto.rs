@@ -150,6 +150,9 @@ pub struct PatchRequest {
     pub target: Resolve,
     /// The patch, in `meta patch`'s JSON (SPEC.md §10).
     pub patch: serde_json::Value,
+    /// The reference must be an exact id, never a name (`meta patch --id`).
+    #[serde(default)]
+    pub exact_id: bool,
 }
 
 /// `patch`'s answer: the keys changed and the record after.

@@ -221,16 +221,24 @@ fn a_second_run_is_refused_busy_while_one_holds_the_lease() {
 }
 
 /// An unclosed quote is a continuation prompt: refused (9), and the line is
-/// cancelled so the shell takes the next command.
+/// cancelled so the shell takes the next command. fish has no PS2: latch's Enter
+/// marks its incomplete line (SPEC §4.6), so it is refused as promptly, not at
+/// the deadline (10).
 #[test]
 fn an_incomplete_command_is_refused_not_waited_on() {
     let reg = Reg::new();
     let home = tempfile::tempdir().unwrap();
-    for shell in ["bash", "zsh"] {
+    for shell in ["bash", "zsh", "fish"] {
         start(&reg, home.path(), shell, &[shell], &[]);
         let r = reg.run(&["--json", "run", shell, "--timeout", "60", "echo 'open"]);
         assert_eq!(r.code, 9, "{shell}: {r:?}");
-        assert_eq!(run(&reg, shell, "echo next").ok(), "next\n", "{shell}");
+        assert_eq!(r.json()["error"]["kind"], "refused", "{shell}: {r:?}");
+        let r = run(&reg, shell, "echo next; sh -c 'exit 7'");
+        assert_eq!((r.code, r.stdout.as_str()), (7, "next\n"), "{shell}: {r:?}");
+        // Again, once the shell is back at its prompt.
+        let r = reg.run(&["--json", "run", shell, "--timeout", "60", "echo \"open"]);
+        assert_eq!(r.code, 9, "{shell}: {r:?}");
+        assert_eq!(run(&reg, shell, "echo again").ok(), "again\n", "{shell}");
     }
 }
 

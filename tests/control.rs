@@ -61,6 +61,20 @@ fn run_answers_with_the_commands_output_and_exit_code() {
     scenario("run");
 }
 
+/// `create` takes `latch new`'s restart policy, parent, resume command and cast
+/// (SPEC §13.4): the program is restarted, hung up with its parent, the resume
+/// command kept, the cast written.
+#[test]
+fn create_takes_what_new_takes() {
+    scenario("create_options");
+}
+
+/// `peek` on a kept connection never shows another creation (SPEC §13.4).
+#[test]
+fn a_kept_connection_serves_only_its_creation() {
+    scenario("kept_connections");
+}
+
 #[test]
 fn control_refuses_host() {
     let reg = Reg::new();

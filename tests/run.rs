@@ -221,16 +221,24 @@ fn a_second_run_is_refused_busy_while_one_holds_the_lease() {
 }
 
 /// An unclosed quote is a continuation prompt: refused (9), and the line is
-/// cancelled so the shell takes the next command.
+/// cancelled so the shell takes the next command. fish has no PS2: latch's Enter
+/// marks its incomplete line (SPEC §4.6), so it is refused as promptly, not at
+/// the deadline (10).
 #[test]
 fn an_incomplete_command_is_refused_not_waited_on() {
     let reg = Reg::new();
     let home = tempfile::tempdir().unwrap();
-    for shell in ["bash", "zsh"] {
+    for shell in ["bash", "zsh", "fish"] {
         start(&reg, home.path(), shell, &[shell], &[]);
         let r = reg.run(&["--json", "run", shell, "--timeout", "60", "echo 'open"]);
         assert_eq!(r.code, 9, "{shell}: {r:?}");
-        assert_eq!(run(&reg, shell, "echo next").ok(), "next\n", "{shell}");
+        assert_eq!(r.json()["error"]["kind"], "refused", "{shell}: {r:?}");
+        let r = run(&reg, shell, "echo next; sh -c 'exit 7'");
+        assert_eq!((r.code, r.stdout.as_str()), (7, "next\n"), "{shell}: {r:?}");
+        // Again, once the shell is back at its prompt.
+        let r = reg.run(&["--json", "run", shell, "--timeout", "60", "echo \"open"]);
+        assert_eq!(r.code, 9, "{shell}: {r:?}");
+        assert_eq!(run(&reg, shell, "echo again").ok(), "again\n", "{shell}");
     }
 }
 
@@ -356,6 +364,85 @@ fn send_delivers_64_kib_whole_and_waits_past_the_echo() {
         .json();
     let text = seen["output"].as_str().unwrap();
     assert!(e > s && text.contains("FINISHED"), "{v} {seen}");
+}
+
+/// A program that discards what was typed before it is ready (as a shell that is
+/// still starting may), without integration: it reads nothing and writes nothing
+/// until GO exists or input is pending, then flushes its input, writes a prompt
+/// and reads a line.
+const DISCARDS_EARLY_INPUT: &str = "
+import fcntl, os, struct, sys, termios, time
+go = sys.argv[1]
+def pending():
+    return struct.unpack('i', fcntl.ioctl(0, termios.FIONREAD, b'0000'))[0]
+while not os.path.exists(go) and pending() == 0:
+    time.sleep(0.02)
+termios.tcflush(0, termios.TCIFLUSH)
+sys.stdout.write('ready> ')
+sys.stdout.flush()
+print('got:' + sys.stdin.readline().strip(), flush=True)
+time.sleep(600)
+";
+
+/// `send --when-ready` without shell integration waits for the program's first
+/// output and then quiet (SPEC §4.7), not for an empty input queue, which holds
+/// while the program still starts: the text reaches the program's read. Typed at
+/// once, it would be discarded with the early input.
+#[test]
+fn send_when_ready_without_integration_waits_for_output_then_quiet() {
+    let reg = Reg::new();
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("GO");
+    let py = support::python();
+    let (py, go_s) = (py.to_str().unwrap(), go.to_str().unwrap());
+    let args = [
+        "new",
+        "-d",
+        "--no-shell-integration",
+        "--id",
+        "p",
+        "--",
+        py,
+        "-c",
+    ];
+    let mut args = args.to_vec();
+    args.extend([DISCARDS_EARLY_INPUT, go_s]);
+    assert_eq!(reg.run(&args).code, 0);
+    let args = [
+        "--json",
+        "send",
+        "p",
+        "--when-ready",
+        "--submit",
+        "--wait-text",
+        "got:hello",
+        "--timeout",
+        "60",
+        "hello",
+    ];
+    let mut send = reg
+        .cmd()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // GO once the send watches the stream (or, typing at once, has already
+    // typed and gone): the program is then ready only through GO.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while send.try_wait().unwrap().is_none() {
+        let v = reg.run(&["status", "p", "--json"]).json();
+        if v["daemon"]["readers"].as_u64() >= Some(1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the send never watched: {v}");
+        std::thread::yield_now();
+    }
+    std::fs::write(&go, "").unwrap();
+    let r = Run::from(send.wait_with_output().unwrap());
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["bytes"], 5, "{r:?}");
+    assert!(reg.wait_for("p", "got:hello").contains("ready> hello"));
 }
 
 /// `peek --json`: the screen with the output cursor of its cut and its creation.

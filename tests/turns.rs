@@ -304,3 +304,33 @@ fn wait_exit_and_a_session_that_is_gone_or_replaced() {
     let r = reg.run(&["wait", &format!("e@{old}"), "--idle", "1s"]);
     assert_eq!(r.code, 4, "{r:?}");
 }
+
+/// `wait --exit` on a session that is being stopped (draining: a hangup its
+/// program ignores) waits for the exit, rather than being refused busy (6): at
+/// its deadline it is exit 10, and once the program ends it prints the code.
+#[test]
+fn wait_exit_waits_through_a_draining_daemon() {
+    let reg = Reg::new();
+    let go = reg.path("../GO");
+    let script = format!(
+        "trap '' HUP; echo up; while [ ! -e {} ]; do sleep 0.05; done; exit 5",
+        go.display()
+    );
+    reg.new_session("d", &["sh", "-c", &script]);
+    reg.wait_for("d", "up");
+    reg.run(&["kill", "d"]).ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while reg.run(&["status", "d", "--json"]).json()["daemon"]["draining"] != true {
+        assert!(std::time::Instant::now() < deadline, "never draining");
+        std::thread::yield_now();
+    }
+    let r = reg.run(&["--json", "wait", "d", "--exit", "--timeout", "1"]);
+    assert_eq!(r.code, 10, "{r:?}");
+    std::fs::write(&go, "").unwrap();
+    let r = reg.run(&["--json", "wait", "d", "--exit", "--timeout", "60"]);
+    assert_eq!(
+        (r.code, &r.json()["exitCode"]),
+        (0, &serde_json::json!(5)),
+        "{r:?}"
+    );
+}

@@ -463,8 +463,8 @@ impl Runner<'_> {
                     let what = if started.is_some() {
                         "the command is still running (it was left running)"
                     } else {
-                        // Nothing started: the shell still edits the line (fish
-                        // with an unclosed quote). Cancel it.
+                        // Nothing started: the shell still edits a line it did
+                        // not mark incomplete (SPEC §4.6). Cancel it.
                         self.writer.input(b"\x03")?;
                         "the shell did not start the command (an incomplete line?); \
                          the line was cancelled with C-c"

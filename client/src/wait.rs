@@ -143,17 +143,55 @@ impl Client {
         after: Option<u64>,
         timeout: Duration,
     ) -> Result<Waited, ClientError> {
-        let bound = match self.connect(session) {
-            Ok(b) => b,
+        let deadline = Instant::now() + timeout;
+        let r = match self.connect(session) {
+            Ok(b) => wait_bound(b, || self.connect(session), condition, after, timeout),
             Err(e @ ClientError::Unreachable { .. }) => {
                 return match self.final_screen(session)? {
                     Some(f) => ended(session, condition, f.exit.code, f.exit.signal),
                     None => Err(e),
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => Err(e),
         };
-        wait_bound(bound, || self.connect(session), condition, after, timeout)
+        match r {
+            // A daemon that is stopping its program (SPEC.md §4.7): the exit is
+            // on its way to the record.
+            Err(ClientError::Daemon {
+                code: latch_wire::ErrorCode::Draining,
+                ..
+            }) if *condition == Condition::Exit => self.until_recorded_exit(session, deadline),
+            other => other,
+        }
+    }
+
+    /// Waits until `session`'s exit is in its record, polling it until `deadline`.
+    fn until_recorded_exit(
+        &self,
+        session: &SessionRef,
+        deadline: Instant,
+    ) -> Result<Waited, ClientError> {
+        loop {
+            match self.read_checked(&session.id)? {
+                Some(r) if r.incarnation != session.incarnation => {
+                    return Err(ClientError::replaced(
+                        &session.id,
+                        session.incarnation,
+                        Some(r.incarnation),
+                    ))
+                }
+                Some(r) => {
+                    if let Some(e) = r.exit {
+                        return ended(session, &Condition::Exit, e.code, e.signal);
+                    }
+                }
+                None => return Err(ClientError::NotFound(format!("session {session} is gone"))),
+            }
+            if Instant::now() >= deadline {
+                return Err(timed_out(session, &Condition::Exit));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 

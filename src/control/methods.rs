@@ -1,27 +1,24 @@
 //! The control methods (SPEC §13.4): each one the CLI command's own code, with
 //! its params by name and its SPEC §10 shape as the result.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use latch_client::{Bound, ClientError, Condition, GcOptions, Receipt, Target, Waited};
+use latch_client::{ClientError, GcOptions, Receipt, Target};
 use latch_wire::{Incarnation, SessionRef};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use base64::Engine as _;
-
 use super::params::*;
 use super::rpc::{self, RpcError};
 use super::schema::*;
 use super::{At, ClientRef, Failure, Server};
-use crate::commands::{lifecycle, registry_ops, sessions};
-use crate::shapes::{CreatedJson, OutputJson, RangeJson, RestartedJson, WaitedJson};
+use crate::commands::{lifecycle, registry_ops};
+use crate::shapes::{CreatedJson, RestartedJson};
 
-type Reply = Result<Value, Failure>;
+pub(super) type Reply = Result<Value, Failure>;
 
 /// Parses params of `T`, refusing a key `T` does not name (-32602).
 pub(crate) fn parse<T: DeserializeOwned + JsonSchema>(params: Value) -> Result<T, Failure> {
@@ -34,11 +31,11 @@ pub(crate) fn parse<T: DeserializeOwned + JsonSchema>(params: Value) -> Result<T
     serde_json::from_value(params).map_err(|e| RpcError::params(e.to_string()).into())
 }
 
-fn to_value<T: Serialize>(v: &T) -> Reply {
+pub(super) fn to_value<T: Serialize>(v: &T) -> Reply {
     serde_json::to_value(v).map_err(|e| ClientError::Other(e.to_string()).into())
 }
 
-fn usage(msg: impl Into<String>) -> Failure {
+pub(super) fn usage(msg: impl Into<String>) -> Failure {
     Failure::Latch(Box::new(ClientError::Usage(msg.into())), None)
 }
 
@@ -94,10 +91,17 @@ pub(crate) fn call(server: &Arc<Server>, method: &str, params: Value, id: &Value
     Some(match method {
         "list" => list(server, parse(params)),
         "status" => with(server, params, status),
-        "create" => create(server, parse(params)),
-        "peek" => with(server, params, peek),
-        "send" => with(server, params, send),
-        "wait" => with(server, params, wait),
+        "create" => super::create::create(server, parse(params)),
+        "peek" => {
+            let p: PeekParams = match parse(params) {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            };
+            resolve(server, &p.target)
+                .and_then(|(client, target)| super::peek::peek(server, &client, &target, p))
+        }
+        "send" => with(server, params, super::turns::send),
+        "wait" => with(server, params, super::turns::wait),
         "resize" => with(server, params, resize),
         "tag" => with(server, params, tag),
         "patch" => with(server, params, patch),
@@ -109,7 +113,7 @@ pub(crate) fn call(server: &Arc<Server>, method: &str, params: Value, id: &Value
         "gc" => gc(server, parse(params)),
         "verifyReceipt" => verify(server, parse(params)),
         "subscribe" => return super::subscribe::start(server, params, id),
-        "run" => with(server, params, run),
+        "run" => with(server, params, super::turns::run),
         other => Err(RpcError::new(rpc::METHOD_NOT_FOUND, format!("no method {other:?}")).into()),
     })
 }
@@ -211,292 +215,6 @@ fn status(client: &ClientRef<'_>, t: &Target, _: StatusParams) -> Reply {
         &derived,
         (reply.as_ref(), output.as_ref(), casts),
     ))
-}
-
-fn legacy(name: Option<&str>) -> Result<Option<crate::cli::Legacy>, Failure> {
-    use clap::ValueEnum;
-    name.map(|n| crate::cli::Legacy::from_str(n, false).map_err(|_| usage(format!("legacy {n:?}"))))
-        .transpose()
-}
-
-fn create(server: &Server, p: Result<CreateParams, Failure>) -> Reply {
-    let p = p?;
-    let owner = crate::commands::parse_owner(p.owner.as_deref())?;
-    let id =
-        p.id.as_deref()
-            .map(|s| latch_wire::SessionId::new(s).map_err(|e| usage(format!("id {s:?}: {e}"))))
-            .transpose()?;
-    let kv = |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let args = crate::cli::NewArgs {
-        detached: true,
-        no_shell_integration: p.shell_integration == Some(false),
-        attach_or_create: false,
-        detach_key: None,
-        id: None,
-        name: p.name.clone(),
-        tags: kv(&p.tags),
-        cwd: p.cwd.clone(),
-        env: kv(&p.env),
-        legacy: legacy(p.legacy.as_deref())?,
-        receipt: None,
-        owner: None,
-        // Restart policies, parents, resume commands and recordings are the CLI's
-        // for now (SPEC §13.4 lists what `create` takes).
-        supervise: Default::default(),
-        resume_cmd: None,
-        cast: None,
-        command: p.command.clone(),
-    };
-    let size = (p.rows.unwrap_or(24), p.cols.unwrap_or(80));
-    latch_wire::limits::check_size(size.0, size.1).map_err(|e| usage(e.to_string()))?;
-    let path = p
-        .receipt
-        .as_deref()
-        .map(sessions::prepare_receipt)
-        .transpose()?;
-    let new = sessions::new_session(&server.base, &args, id, owner, size)?;
-    let created = server.base.create(new)?;
-    let shape = CreatedJson::from(&created);
-    if let Some(path) = path {
-        if let Err(e) = server.base.write_receipt(&path, &created) {
-            let mut err = RpcError::new(
-                i64::from(latch_client::exit::RECEIPT_NOT_WRITTEN),
-                format!(
-                    "session {} was created and runs, but its receipt could not be written: {e}",
-                    created.session()
-                ),
-            );
-            err.data = Some(serde_json::json!({
-                "kind": "receipt-not-written",
-                "class": "receipt-not-written",
-                "exitCode": latch_client::exit::RECEIPT_NOT_WRITTEN,
-                "id": shape.id,
-                "incarnation": shape.incarnation,
-                "created": shape,
-            }));
-            return Err(err.into());
-        }
-    }
-    to_value(&shape)
-}
-
-/// The most `peek since` gives in one answer.
-const SINCE_DEFAULT: u32 = 1 << 20;
-
-fn peek(client: &ClientRef<'_>, t: &Target, p: PeekParams) -> Reply {
-    use crate::pictures::Format;
-    let picture = match p.format.as_deref() {
-        Some("svg") => Some(("svg", Format::Svg)),
-        Some("html") => Some(("html", Format::Html)),
-        Some("png") => Some(("png", Format::Png)),
-        _ => None,
-    };
-    let plain = match p.format.as_deref() {
-        None | Some("plain") => true,
-        Some("ansi") => false,
-        Some(_) if picture.is_some() => false,
-        Some(f) => {
-            return Err(
-                RpcError::params(format!("format {f:?}: plain, ansi, svg, html or png")).into(),
-            )
-        }
-    };
-    let s = &t.session;
-    if let Some((name, format)) = picture {
-        if p.since.is_some() {
-            return Err(usage("since gives plain text of the output: not a picture"));
-        }
-        // The picture `peek --format` draws (SPEC §4.4); a PNG as base64.
-        let bytes = crate::pictures::picture_of(client, t, p.full, format).at(s)?;
-        let screen = match format {
-            Format::Png => base64::engine::general_purpose::STANDARD.encode(&bytes),
-            _ => String::from_utf8_lossy(&bytes).into_owned(),
-        };
-        return to_value(&PeekResult::Screen(ScreenJson {
-            id: s.id.to_string(),
-            incarnation: s.incarnation.to_string(),
-            format: name,
-            full: p.full,
-            screen,
-            exit_code: None,
-            exit_signal: None,
-        }));
-    }
-    if let Some(since) = p.since {
-        if !plain || p.full {
-            return Err(usage(
-                "since gives plain text of the output: no format, no full",
-            ));
-        }
-        let mut bound = client.connect(s).at(s)?;
-        let max = p.max_bytes.unwrap_or(SINCE_DEFAULT).max(1);
-        return to_value(&PeekResult::Output(
-            output_since(&mut bound, since, max).at(s)?,
-        ));
-    }
-    let opts = sessions::peek_options(plain, p.full);
-    let shape = |screen: String, exit: Option<(Option<i32>, Option<i32>)>| ScreenJson {
-        id: s.id.to_string(),
-        incarnation: s.incarnation.to_string(),
-        format: if plain { "plain" } else { "ansi" },
-        full: p.full,
-        screen,
-        exit_code: exit.map(|e| e.0),
-        exit_signal: exit.map(|e| e.1),
-    };
-    let live = client.connect(s).and_then(|mut b| b.peek(opts));
-    match live {
-        Ok(bytes) => to_value(&PeekResult::Screen(shape(
-            String::from_utf8_lossy(&bytes).into_owned(),
-            None,
-        ))),
-        Err(e) => {
-            // An ended program: its kept final screen, as `latch peek` shows.
-            let f = sessions::final_screen(client, t, e).at(s)?;
-            let text = sessions::final_text(&f, plain, p.full).clone();
-            to_value(&PeekResult::Screen(shape(
-                text,
-                Some((f.exit.code, f.exit.signal)),
-            )))
-        }
-    }
-}
-
-/// The output after `since`, as plain text, at most `max` bytes of it: the
-/// output shape, whose `outputRange.end` is where to continue (SPEC §4.7).
-fn output_since(bound: &mut Bound, since: u64, max: u32) -> Result<OutputJson, ClientError> {
-    let session = bound.target().clone();
-    let mut plain = latch_screen::PlainStream::default();
-    let (mut text, mut cursor, mut dropped, mut start) = (String::new(), since, 0u64, None);
-    let mut left = max;
-    loop {
-        let range = bound.output_since(cursor, left)?;
-        dropped += range.dropped;
-        start.get_or_insert(range.start);
-        let n = u32::try_from(range.bytes.len()).unwrap_or(u32::MAX);
-        cursor = range.start + u64::from(n);
-        text.push_str(&plain.strip(&range.bytes));
-        left = left.saturating_sub(n);
-        if cursor >= range.end || n == 0 || left == 0 {
-            break;
-        }
-    }
-    Ok(OutputJson {
-        id: session.id.to_string(),
-        incarnation: session.incarnation.to_string(),
-        output_range: RangeJson {
-            start: start.unwrap_or(since),
-            end: cursor,
-        },
-        dropped_bytes: dropped,
-        output: text,
-    })
-}
-
-fn send(client: &ClientRef<'_>, t: &Target, p: SendParams) -> Reply {
-    let mut bytes = p.text.clone().unwrap_or_default().into_bytes();
-    bytes.extend(sessions::input_bytes(&p.keys, true));
-    let s = &t.session;
-    let delivered =
-        p.paste || p.submit || p.when_ready || p.wait_idle.is_some() || p.wait_text.is_some();
-    if !delivered {
-        let confirmed = client.send(s, &bytes).at(s)?;
-        return to_value(&SentJson {
-            id: s.id.to_string(),
-            incarnation: s.incarnation.to_string(),
-            bytes: bytes.len(),
-            confirmed,
-            pasted: None,
-            output_range: None,
-        });
-    }
-    // `latch send`'s delivered send (SPEC §4.7): one bound connection types, a
-    // second watches.
-    let after = match (&p.wait_idle, p.wait_text) {
-        (Some(d), _) => latch_client::After::Idle(duration(Some(d), Duration::ZERO)?),
-        (None, Some(text)) => latch_client::After::Text(text),
-        (None, None) => latch_client::After::Nothing,
-    };
-    let opts = latch_client::SendOptions {
-        paste: p.paste,
-        submit: p.submit,
-        when_ready: p.when_ready,
-        after,
-        timeout: duration(p.timeout.as_ref(), Duration::from_secs(10))?,
-    };
-    let sent = client
-        .connect(s)
-        .and_then(|bound| {
-            let watch = client.connect(s)?;
-            latch_client::send_bound(bound, watch, &bytes, &opts)
-        })
-        .at(s)?;
-    to_value(&SentJson {
-        id: s.id.to_string(),
-        incarnation: s.incarnation.to_string(),
-        bytes: bytes.len(),
-        confirmed: true,
-        pasted: Some(sent.pasted),
-        output_range: Some(RangeJson {
-            start: sent.start,
-            end: sent.end,
-        }),
-    })
-}
-
-fn wait(client: &ClientRef<'_>, t: &Target, p: WaitParams) -> Reply {
-    let idle = p
-        .idle
-        .as_ref()
-        .map(|d| duration(Some(d), Duration::ZERO))
-        .transpose()?;
-    let n = usize::from(p.text.is_some()) + usize::from(idle.is_some()) + usize::from(p.prompt);
-    if n + usize::from(p.exit) != 1 {
-        return Err(RpcError::params("give exactly one of text, idle, prompt, exit").into());
-    }
-    let condition = match (p.text, idle) {
-        (Some(text), _) => Condition::Text(text),
-        (None, Some(d)) => Condition::Idle(d),
-        (None, None) if p.prompt => Condition::Prompt,
-        (None, None) => Condition::Exit,
-    };
-    let timeout = duration(p.timeout.as_ref(), Duration::from_secs(10))?;
-    let s = &t.session;
-    let waited = client.wait(s, &condition, p.after, timeout).at(s)?;
-    to_value(&waited_json(s, &condition, waited))
-}
-
-/// `run`: the same run as `latch run --json` (SPEC §4.7), and its shape.
-fn run(client: &ClientRef<'_>, t: &Target, p: RunParams) -> Reply {
-    let opts = latch_client::RunOptions {
-        timeout: duration(p.timeout.as_ref(), Duration::from_secs(600))?,
-        marker: p.marker,
-    };
-    let s = &t.session;
-    let mut collected = crate::commands::run::Collected::new(true);
-    let res = client
-        .run(s, &p.command, &opts, None, &mut |b| collected.push(b))
-        .at(s)?;
-    to_value(&crate::commands::run::run_json(
-        s, res, collected, &p.command,
-    ))
-}
-
-/// `wait --json`'s shape.
-pub(crate) fn waited_json(s: &SessionRef, condition: &Condition, waited: Waited) -> WaitedJson {
-    let (cursor, exit) = match waited {
-        Waited::At { cursor } => (Some(cursor), None),
-        Waited::Exited(e) => (None, Some(e)),
-        _ => (None, None),
-    };
-    WaitedJson {
-        id: s.id.to_string(),
-        incarnation: s.incarnation.to_string(),
-        condition: condition.name(),
-        output_cursor: cursor,
-        exit_code: exit.and_then(|e| e.code),
-        exit_signal: exit.and_then(|e| e.signal),
-    }
 }
 
 fn resize(client: &ClientRef<'_>, t: &Target, p: ResizeParams) -> Reply {

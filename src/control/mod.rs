@@ -2,12 +2,16 @@
 //! method calls the same command code as the CLI and answers the same SPEC §10
 //! shapes; requests are served on their own threads and answered out of order.
 
+mod create;
 mod methods;
 mod outbox;
 mod params;
+mod peek;
+mod pool;
 pub(crate) mod rpc;
 mod schema;
 mod subscribe;
+mod turns;
 
 use std::collections::HashMap;
 use std::io::{BufReader, Write};
@@ -32,6 +36,8 @@ pub const REQUESTS_MAX: usize = 64;
 pub const SUBSCRIPTIONS_MAX: usize = 16;
 /// Notification bytes queued per subscription before it drops (SPEC §13.6).
 pub const SUBSCRIPTION_QUEUE_BYTES: usize = 1 << 20;
+/// Bound connections kept between requests, one per creation (SPEC §13.6).
+pub const CONNECTIONS_KEPT: usize = 64;
 
 /// `latch control`.
 #[derive(Debug, clap::Args)]
@@ -51,6 +57,8 @@ pub(crate) struct Server {
     initialized: AtomicBool,
     state: Mutex<State>,
     next_sub: AtomicU64,
+    /// Bound connections kept between requests, one per creation.
+    pool: pool::Pool,
 }
 
 use outbox::Outbox;
@@ -305,6 +313,7 @@ impl Server {
             initialized: AtomicBool::new(true),
             state: Mutex::default(),
             next_sub: AtomicU64::new(1),
+            pool: pool::Pool::default(),
         }))
     }
 }

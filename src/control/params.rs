@@ -101,6 +101,39 @@ pub struct CreateParams {
     pub receipt: Option<PathBuf>,
     /// Start a lone bash, zsh or fish with latch's prompt marks (default on).
     pub shell_integration: Option<bool>,
+    /// Restart the program when it ends, as `new --restart` (SPEC §9.16): `no`
+    /// (default), `on-failure` or `always`.
+    pub restart: Option<String>,
+    /// With restart: restarts allowed inside restartWindow before the session is
+    /// flapping (default 5).
+    pub max_restarts: Option<u32>,
+    /// With restart: the window restarts are counted in (default 60 s).
+    pub restart_window: Option<DurParam>,
+    /// With restart: the first delay before a restart, doubling up to 30 s
+    /// (default 250 ms).
+    pub restart_delay: Option<DurParam>,
+    /// Hang the session up when this process (a PID) or session creation (a
+    /// REF) ends, as `new --with-parent`.
+    pub with_parent: Option<ParentParam>,
+    /// Remove the session's files once its exit has been delivered, as `new
+    /// --rm` (not with restart).
+    #[serde(default)]
+    pub rm: bool,
+    /// The command `latch resurrect` runs in place of the program (`sh -c`), as
+    /// `new --resume-cmd`.
+    pub resume_command: Option<String>,
+    /// Record the output as asciicast to this file, as `new --cast` (SPEC §4.8;
+    /// relative to the control process's working directory).
+    pub cast: Option<PathBuf>,
+}
+
+/// `withParent`: a process id, or a session REF (as a string; a string of digits
+/// is a process id, as on the command line).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ParentParam {
+    Pid(u32),
+    Ref(String),
 }
 
 /// `peek`.

@@ -400,6 +400,7 @@ mod tests {
                 "SUBSCRIPTION_QUEUE_BYTES",
                 super::super::SUBSCRIPTION_QUEUE_BYTES,
             ),
+            ("CONNECTIONS_KEPT", super::super::CONNECTIONS_KEPT),
         ]
         .map(|(n, v)| (n.to_owned(), v));
         assert_eq!(rows, want);

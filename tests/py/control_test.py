@@ -306,10 +306,111 @@ def run(latch, root):
     c.close()
 
 
+def poll(what, f, secs=60):
+    """A bounded poll: f() until it returns something true."""
+    deadline = time.monotonic() + secs
+    while True:
+        v = f()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"no {what}"
+        time.sleep(0.02)
+
+
+def create_options(latch, root):
+    """`create` takes what `latch new` takes (SPEC §13.4): a restart policy, a
+    parent, a resume command and a cast, each with its effect."""
+    c = Control(latch, root)
+    c.initialize()
+    record = lambda i: json.load(open(os.path.join(root, i + ".json")))
+    # restart: the program's failure starts a new creation of the id.
+    first = c.call("create", {"id": "rs", "command": ["sh", "-c", "echo up; exit 3"],
+                              "restart": "on-failure", "maxRestarts": 2,
+                              "restartWindow": 60, "restartDelay": "10ms"})
+    rec = record("rs")
+    assert rec["restart"]["mode"] == "on-failure" and rec["restart"]["maxRestarts"] == 2, rec
+    respawn = poll("respawn", lambda: [
+        e for e in c.call("events", {"session": "rs"})["events"]
+        if e["type"] == "session_respawn"
+        and e["previousIncarnation"] == first["incarnation"]])
+    assert respawn[0]["incarnation"] != first["incarnation"], respawn
+    # Refused where `new` refuses: rm with restart, a tuning without restart.
+    for bad in ({"restart": "always", "rm": True}, {"maxRestarts": 1},
+                {"restart": "sometimes"}):
+        a = c.answer(c.request("create", dict(bad, command=["true"])))
+        assert a["error"]["code"] == 2, (bad, a)
+    # withParent: the session is hung up when its parent process ends.
+    parent = subprocess.Popen(["sleep", "600"])
+    child = ref(c.call("create", {"id": "kid", "command": ["sh", "-c", "exec sleep 600"],
+                                  "withParent": parent.pid}))
+    assert record("kid")["parent"], record("kid")
+    assert c.call("status", {"session": child})["status"] == "running"
+    parent.kill()
+    parent.wait()
+    ended = c.call("wait", {"session": child, "exit": True, "timeout": 60})
+    assert ended["condition"] == "exit", ended
+    # withParent as a REF: ends with that session.
+    boss = ref(c.call("create", {"id": "boss", "command": ["sh", "-c", "exec sleep 600"]}))
+    kid2 = ref(c.call("create", {"id": "kid2", "command": ["sh", "-c", "exec sleep 600"],
+                                 "withParent": boss}))
+    c.call("kill", {"session": boss, "wait": True})
+    ended = c.call("wait", {"session": kid2, "exit": True, "timeout": 60})
+    assert ended["condition"] == "exit", ended
+    # resumeCommand: kept in the record for resurrect (SPEC §9.18).
+    c.call("create", {"id": "rz", "command": ["sh", "-c", "exec sleep 600"],
+                      "resumeCommand": "echo back"})
+    assert record("rz")["resumeCommand"] == ["sh", "-c", "echo back"], record("rz")
+    # cast: the daemon records the output to the file.
+    cast = os.path.join(root, "..", "out.cast")
+    c.call("create", {"id": "cs", "command": ["sh", "-c", "echo cast-$((40+2)); exec sleep 600"],
+                      "cast": cast})
+    text = poll("cast output", lambda: os.path.exists(cast)
+                and "cast-42" in open(cast).read() and open(cast).read())
+    header = json.loads(text.splitlines()[0])
+    assert header["version"] == 2 and header["width"] == 80, header
+    for i in ("rs", "kid", "kid2", "rz", "cs"):
+        c.call("kill", {"session": i})
+    c.close()
+
+
+def kept_connections(latch, root):
+    """`peek` on the connection kept for its creation (SPEC §13.4): never another
+    creation's, whether the id is replaced by a new creation, restarted, or its
+    program ends."""
+    c = Control(latch, root)
+    c.initialize()
+    screen = lambda r: c.call("peek", {"session": r})
+    first = ref(c.call("create", {"id": "kp", "command": ["sh", "-c", "echo first; exec cat"]}))
+    poll("first", lambda: "first" in screen("kp")["screen"])
+    for _ in range(3):
+        a = screen("kp")
+        assert a["incarnation"] == first.split("@")[1] and "first" in a["screen"], a
+    c.call("kill", {"session": first, "wait": True})
+    c.call("remove", {"session": first})
+    second = ref(c.call("create", {"id": "kp", "command": ["sh", "-c", "echo second; exec cat"]}))
+    a = poll("second", lambda: (lambda a: "second" in a["screen"] and a)(screen("kp")))
+    assert a["incarnation"] == second.split("@")[1] and "first" not in a["screen"], a
+    stale = c.answer(c.request("peek", {"session": first}))
+    assert stale["error"]["code"] == 4, stale
+    third = c.call("restart", {"session": second})
+    a = poll("third", lambda: (lambda a: a["incarnation"] == third["incarnation"] and a)(
+        screen("kp")))
+    assert "second" in a["screen"] or a["screen"].strip() == "", a
+    stale = c.answer(c.request("peek", {"session": second}))
+    assert stale["error"]["code"] == 4, stale
+    # The program ends: its final screen, not a kept connection's error.
+    c.call("send", {"session": "kp", "keys": ["C-d"]})
+    a = poll("final screen", lambda: (lambda a: "exitCode" in a and a.get("exitCode") is not None
+                                      and a)(screen("kp")))
+    assert a["incarnation"] == third["incarnation"] and a["exitCode"] == 0, a
+    c.close()
+
+
 def main():
     scenario, latch, root = sys.argv[1:4]
     {"out_of_order": out_of_order, "malformed": malformed, "flood": flood,
-     "resume": resume, "run": run}[scenario](latch, root)
+     "resume": resume, "run": run, "create_options": create_options,
+     "kept_connections": kept_connections}[scenario](latch, root)
     print(f"ok {scenario}")
 
 

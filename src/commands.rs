@@ -4,7 +4,7 @@
 mod at;
 pub(crate) mod cast;
 pub(crate) mod emit;
-mod hosts;
+pub(crate) mod hosts;
 pub(crate) mod lifecycle;
 mod peek;
 pub(crate) mod registry_ops;
@@ -14,14 +14,14 @@ pub(crate) mod send;
 pub(crate) mod sessions;
 pub(crate) mod stats;
 pub(crate) mod supervise;
-mod there;
+pub(crate) mod there;
 pub(crate) mod turns;
 pub(crate) mod up;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use latch_client::{Client, ClientError, Receipt, Target};
+use latch_client::{Client, ClientError, Receipt};
 use latch_registry::root::resolve_root;
 use latch_wire::{Incarnation, Owner};
 
@@ -69,31 +69,6 @@ pub(crate) fn load_receipt(client: &Client, path: &Path) -> Result<Receipt, Clie
         ));
     }
     client.load_receipt(path)
-}
-
-/// Resolves `reference` under `--expect`'s incarnation and a checked receipt.
-pub(crate) fn resolve_with(
-    client: &Client,
-    reference: &str,
-    mut want: Option<Incarnation>,
-    receipt: Option<Receipt>,
-) -> Result<Target, ClientError> {
-    if let Some(receipt) = receipt {
-        if want.is_some_and(|w| !w.ct_eq(&receipt.incarnation)) {
-            return Err(usage("--expect and --receipt name different incarnations"));
-        }
-        want = Some(receipt.incarnation);
-        // The receipt pins the creation; the REF must name the same id.
-        let target = client.resolve(reference, want.as_ref())?;
-        if target.session.id != receipt.id {
-            return Err(usage(format!(
-                "receipt is for session {}, not {}",
-                receipt.id, target.session.id
-            )));
-        }
-        return Ok(target);
-    }
-    client.resolve(reference, want.as_ref())
 }
 
 pub(crate) fn parse_kv(items: &[String], what: &str) -> Result<Vec<(String, String)>, ClientError> {
@@ -264,12 +239,6 @@ fn root_str(root: Option<&PathBuf>) -> Result<Option<String>, ClientError> {
 
 /// Runs the parsed command; returns the exit code.
 pub fn run(cli: Cli) -> Result<i32, ClientError> {
-    // The control server reaches local daemons only (SPEC §13.8).
-    if matches!(cli.command, Some(Command::Control(_) | Command::Mcp(_))) && !cli.host.is_empty() {
-        return Err(usage(
-            "latch control serves this host's registry; run it on the host instead              (ssh HOST latch control): --host is not carried (SPEC §13.8)",
-        ));
-    }
     // --host, or a HOST:ID reference: the same command on another host (SPEC.md §12).
     let route = hosts::route(&cli)?;
     let root = cli.root.as_ref();
@@ -280,6 +249,14 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
             None => registry_ops::summary(root, json),
         };
     };
+    // The long-lived surfaces act where the route says, through the same
+    // location as every command (SPEC §13.8).
+    let host = route.as_ref().map(|r| r.host().clone());
+    let command = match command {
+        Command::Control(args) => return crate::control::run(root, host.as_ref(), &args),
+        Command::Mcp(args) => return crate::mcp::run(root, host.as_ref(), &args),
+        other => other,
+    };
     // The commands that act on one session: written once, wherever it lives.
     let command = match located(command, root, route.as_ref(), json) {
         Ok(code) => return code,
@@ -289,8 +266,6 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         return there::run(route, root, json, command);
     }
     match command {
-        Command::Control(args) => crate::control::run(root, &args),
-        Command::Mcp(args) => crate::mcp::run(root, &args),
         Command::Completions { shell } => crate::complete::script(shell),
         Command::Man => crate::complete::man(),
         Command::Daemon { root, spec } => lifecycle::daemon(root, spec),

@@ -76,14 +76,6 @@ fn a_kept_connection_serves_only_its_creation() {
 }
 
 #[test]
-fn control_refuses_host() {
-    let reg = Reg::new();
-    let r = reg.run(&["--host", "elsewhere", "control"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stdout.is_empty(), "{r:?}");
-}
-
-#[test]
 fn the_schema_names_every_method() {
     let reg = Reg::new();
     let v = reg.run(&["control", "--schema"]).json();

@@ -41,11 +41,3 @@ fn an_agent_creates_sends_reads_kills_and_a_stale_reference_is_refused() {
 fn read_only_offers_only_the_observing_tools() {
     scenario("read_only");
 }
-
-#[test]
-fn mcp_refuses_host() {
-    let reg = Reg::new();
-    let r = reg.run(&["--host", "elsewhere", "mcp"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stdout.is_empty(), "{r:?}");
-}

@@ -1162,3 +1162,127 @@ fn registry_commands_through_ssh_are_typed_and_print_as_locally() {
     );
     assert!(!s.alpha.path("rg.json").exists());
 }
+
+/// One JSON-RPC line to `latch control` and the answer with its id (the server
+/// answers out of order; notifications are skipped).
+fn control_call(
+    input: &mut impl std::io::Write,
+    output: &mut impl BufRead,
+    id: u64,
+    method: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    let line = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    writeln!(input, "{line}").unwrap();
+    input.flush().unwrap();
+    loop {
+        let mut l = String::new();
+        assert!(
+            output.read_line(&mut l).unwrap() > 0,
+            "control closed before answering {method}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        if v["id"] == id {
+            return v;
+        }
+    }
+}
+
+/// `latch control --host` (SPEC §13.8): the local server speaks HELLO and BIND to
+/// the host's daemons through bridge relays, and the registry acts there; every
+/// answer names the creation, and a replaced one is refused as locally.
+#[test]
+fn control_through_ssh_acts_on_the_hosts_sessions() {
+    let s = Sshd::start();
+    let mut child = s
+        .cmd()
+        .args(["--host", "alpha", "control"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut call =
+        |id, method: &str, params| control_call(&mut input, &mut output, id, method, params);
+    let init = call(
+        1,
+        "initialize",
+        serde_json::json!({"minVersion": 1, "maxVersion": 1}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let created = call(
+        2,
+        "create",
+        serde_json::json!({"id": "ctl", "command": ["sh", "-c", "echo up; exec cat"]}),
+    );
+    let inc = created["result"]["incarnation"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        s.alpha.record("ctl")["incarnation"],
+        inc.as_str(),
+        "{created}"
+    );
+    let pinned = format!("ctl@{inc}");
+    let waited = call(
+        3,
+        "wait",
+        serde_json::json!({"session": pinned, "text": "up", "after": 0, "timeout": 20}),
+    );
+    assert_eq!(waited["result"]["incarnation"], inc.as_str(), "{waited}");
+    let sent = call(
+        4,
+        "send",
+        serde_json::json!({"session": pinned, "text": "over-ssh\n"}),
+    );
+    assert_eq!(sent["result"]["incarnation"], inc.as_str(), "{sent}");
+    let seen = call(
+        5,
+        "wait",
+        serde_json::json!({"session": pinned, "text": "over-ssh", "after": 0, "timeout": 20}),
+    );
+    assert!(seen["result"].is_object(), "{seen}");
+    let peek = call(6, "peek", serde_json::json!({"session": pinned}));
+    assert!(
+        peek["result"]["screen"]
+            .as_str()
+            .unwrap()
+            .contains("over-ssh"),
+        "{peek}"
+    );
+    let tagged = call(
+        7,
+        "tag",
+        serde_json::json!({"session": pinned, "tags": {"via": "control"}}),
+    );
+    assert!(tagged["result"].is_object(), "{tagged}");
+    assert_eq!(s.alpha.record("ctl")["tags"]["via"], "control");
+    let listed = call(8, "list", serde_json::json!({}));
+    assert!(
+        listed["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == "ctl"),
+        "{listed}"
+    );
+    // Replaced on the host: the old creation is refused, typed, nothing done.
+    let second = replace_on_alpha(&s, "ctl");
+    let stale = call(
+        9,
+        "send",
+        serde_json::json!({"session": pinned, "text": "INJECTED"}),
+    );
+    assert_eq!(stale["error"]["code"], 4, "{stale}");
+    assert_eq!(stale["error"]["data"]["kind"], "replaced", "{stale}");
+    let killed = call(
+        10,
+        "kill",
+        serde_json::json!({"session": format!("ctl@{second}"), "wait": true}),
+    );
+    assert_eq!(killed["result"]["incarnation"], second.as_str(), "{killed}");
+    drop(input);
+    assert!(child.wait().unwrap().success());
+}

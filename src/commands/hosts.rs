@@ -290,6 +290,29 @@ fn host_down(
     Ok((row, value))
 }
 
+/// One host's `ls --json` entries under a request's filters (control's `list`
+/// through `--host`, SPEC §13.8), as `ls` asks them.
+pub(crate) fn entries_of(
+    host: &Host,
+    req: remote::proto::LsRequest,
+) -> Result<Vec<serde_json::Value>, ClientError> {
+    let mut args = Vec::new();
+    if let Some(r) = &req.root {
+        args.extend(["--root".to_owned(), r.clone()]);
+    }
+    args.extend(["--json".to_owned(), "ls".to_owned()]);
+    for t in &req.tags {
+        args.extend(["--tag".to_owned(), t.clone()]);
+    }
+    if let Some(s) = &req.status {
+        args.extend(["--status".to_owned(), s.clone()]);
+    }
+    if let Some(o) = &req.owner {
+        args.extend(["--owner".to_owned(), o.clone()]);
+    }
+    ls_one(host, req, args)
+}
+
 /// One host's `ls --json` entries: the typed request of remote protocol 2, and
 /// for an older host (version 1) its `latch --json ls` (SPEC.md §12.2).
 fn ls_one(

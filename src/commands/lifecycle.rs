@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use latch_client::{exit, Client, ClientError, KillOutcome, RemoveMode};
+use latch_client::{exit, Client, ClientError, KillOutcome};
 
 use super::usage;
 use crate::cli::TargetArgs;
@@ -68,15 +68,6 @@ pub(crate) fn action_json(
         incarnation: session.incarnation.to_string(),
         owner,
         outcome,
-    }
-}
-
-/// `rm`'s mode.
-pub(crate) fn remove_mode(force: bool) -> RemoveMode {
-    if force {
-        RemoveMode::Force
-    } else {
-        RemoveMode::ExitedOnly
     }
 }
 

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use latch_client::{
-    exit, AttachEvent, AttachMode, Client, ClientError, Found, Location, PeekFormat, PeekOptions,
-    PeekScope, SessionStatus, Target, UnreachableCause,
+    exit, AttachEvent, AttachMode, ClientError, Found, Location, PeekFormat, PeekOptions,
+    PeekScope, SessionStatus, UnreachableCause,
 };
 use latch_wire::SessionId;
 
@@ -111,16 +111,6 @@ pub(crate) fn final_text(screen: &latch_registry::FinalScreen, plain: bool, full
         (true, true) => &screen.full_plain,
         (false, true) => &screen.full_ansi,
     }
-}
-
-/// The kept final screen when `e` is because the program exited; else `e`.
-pub(crate) fn final_screen(
-    client: &Client,
-    target: &Target,
-    e: ClientError,
-) -> Result<latch_registry::FinalScreen, ClientError> {
-    let found = Location::Here(client).resolve(&target.session.to_string(), None, None)?;
-    ended_screen(Location::Here(client), &found, e)
 }
 
 /// The kept final screen when `e` is because the program exited; else `e`.

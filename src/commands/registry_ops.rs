@@ -4,7 +4,7 @@ use crate::commands::At;
 use latch_client::{Found, Location};
 use std::path::PathBuf;
 
-use latch_client::{exit, Client, ClientError, Entry, MetaPatch, SessionStatus, Target};
+use latch_client::{exit, Client, ClientError, Entry, MetaPatch, SessionStatus};
 use latch_wire::{Owner, SessionId};
 
 use super::{open, parse_kv, parse_owner, usage};
@@ -150,12 +150,6 @@ pub(crate) type StatusParts = (
     Option<latch_wire::OutputFacts>,
     Option<Vec<crate::commands::cast::CastJson>>,
 );
-
-/// [`StatusParts`] of one session resolved in this registry.
-pub(crate) fn status_parts(client: &Client, target: &Target) -> Result<StatusParts, ClientError> {
-    let found = Location::Here(client).resolve(&target.session.to_string(), None, None)?;
-    status_at(Location::Here(client), &found)
-}
 
 /// [`StatusParts`] of one resolved session, wherever it lives.
 pub(crate) fn status_at(loc: Location<'_>, target: &Found) -> Result<StatusParts, ClientError> {

@@ -461,4 +461,4 @@ pub(crate) fn resize(
     Ok(exit::OK)
 }
 
-pub(crate) use super::peek::{final_screen, final_text, peek, peek_follow, peek_options};
+pub(crate) use super::peek::{ended_screen, final_text, peek, peek_follow, peek_options};

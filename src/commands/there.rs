@@ -90,7 +90,7 @@ pub(crate) fn new_there(
 
 /// `new`'s arguments for the host's create: as parsed here, detached, less the
 /// receipt (written here) and the detach key (used here).
-fn create_spec(args: &NewArgs) -> Result<serde_json::Value, ClientError> {
+pub(crate) fn create_spec(args: &NewArgs) -> Result<serde_json::Value, ClientError> {
     let mut spec = serde_json::to_value(args).map_err(|e| ClientError::Other(e.to_string()))?;
     if let Some(o) = spec.as_object_mut() {
         o.insert("detached".into(), true.into());

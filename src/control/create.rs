@@ -89,6 +89,9 @@ pub(super) fn create(server: &Server, p: Result<CreateParams, Failure>) -> Reply
         .as_deref()
         .map(sessions::prepare_receipt)
         .transpose()?;
+    if server.host().is_some() {
+        return create_there(server, args, p.id.clone(), p.owner.clone(), path);
+    }
     let new = sessions::new_session(&server.base, &args, id, owner, size)?;
     let created = server.base.create(new)?;
     let shape = CreatedJson::from(&created);
@@ -113,4 +116,35 @@ pub(super) fn create(server: &Server, p: Result<CreateParams, Failure>) -> Reply
         }
     }
     to_value(&shape)
+}
+
+/// `create` through `--host` (SPEC §13.8): the same arguments, created there by
+/// the host's own creation step (SPEC §12.2); the receipt, naming the host, is
+/// written here. The terminal is the host's default size.
+fn create_there(
+    server: &Server,
+    mut args: crate::cli::NewArgs,
+    id: Option<String>,
+    owner: Option<String>,
+    receipt: Option<std::path::PathBuf>,
+) -> Reply {
+    args.id = id;
+    args.owner = owner;
+    let place = server.place(None)?;
+    let spec = crate::commands::there::create_spec(&args)?;
+    let found = place.loc().create_there(spec)?;
+    if let (Some(path), Some(host)) = (receipt, server.host()) {
+        let mut r = found.receipt.clone().ok_or_else(|| {
+            latch_client::ClientError::protocol(
+                latch_client::Mismatch::Remote,
+                format!("host {host} sent no receipt for {}", found.session),
+            )
+        })?;
+        r.host = Some(host.to_string());
+        r.write(&path)?;
+    }
+    match found.created {
+        Some(v) => Ok(v),
+        None => to_value(&sessions::created_json(&found.record)),
+    }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use latch_client::{ClientError, GcOptions, Receipt, Target};
+use latch_client::{ClientError, Found, GcOptions, Receipt};
 use latch_wire::{Incarnation, SessionRef};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::params::*;
 use super::rpc::{self, RpcError};
 use super::schema::*;
-use super::{At, ClientRef, Failure, Server};
+use super::{At, Failure, Place, Server};
 use crate::commands::{lifecycle, registry_ops};
 use crate::shapes::{CreatedJson, RestartedJson};
 
@@ -98,7 +98,7 @@ pub(crate) fn call(server: &Arc<Server>, method: &str, params: Value, id: &Value
                 Err(e) => return Some(Err(e)),
             };
             resolve(server, &p.target)
-                .and_then(|(client, target)| super::peek::peek(server, &client, &target, p))
+                .and_then(|(place, target)| super::peek::peek(server, &place, &target, p))
         }
         "send" => with(server, params, super::turns::send),
         "wait" => with(server, params, super::turns::wait),
@@ -145,11 +145,11 @@ has_target!(
 fn with<P: DeserializeOwned + JsonSchema + HasTarget>(
     server: &Server,
     params: Value,
-    f: fn(&ClientRef<'_>, &Target, P) -> Reply,
+    f: fn(&Place<'_>, &Found, P) -> Reply,
 ) -> Reply {
     let p: P = parse(params)?;
-    let (client, target) = resolve(server, p.target())?;
-    f(&client, &target, p)
+    let (place, target) = resolve(server, p.target())?;
+    f(&place, &target, p)
 }
 
 /// The identity a REF names, when it names one (for errors before resolution).
@@ -161,10 +161,10 @@ fn named(reference: &str) -> Option<SessionRef> {
 pub(crate) fn resolve<'s>(
     server: &'s Server,
     t: &TargetParams,
-) -> Result<(ClientRef<'s>, Target), Failure> {
+) -> Result<(Place<'s>, Found), Failure> {
     let fail = |e: ClientError| Failure::Latch(Box::new(e), named(&t.session));
     let owner = crate::commands::parse_owner(t.owner.as_deref()).map_err(fail)?;
-    let client = server.client(owner).map_err(fail)?;
+    let place = server.place(owner).map_err(fail)?;
     let want = t
         .expect
         .as_deref()
@@ -173,24 +173,46 @@ pub(crate) fn resolve<'s>(
         })
         .transpose()
         .map_err(fail)?;
-    let receipt = receipt(&client, t.receipt.as_ref()).map_err(fail)?;
-    let target = crate::commands::resolve_with(&client, &t.session, want, receipt).map_err(fail)?;
-    Ok((client, target))
+    let receipt = receipt(&place, t.receipt.as_ref()).map_err(fail)?;
+    let target = place
+        .loc()
+        .resolve(&t.session, want, receipt)
+        .map_err(fail)?;
+    Ok((place, target))
 }
 
-fn receipt(
-    client: &latch_client::Client,
-    r: Option<&ReceiptParam>,
-) -> Result<Option<Receipt>, ClientError> {
-    match r {
-        None => Ok(None),
-        Some(ReceiptParam::Path(p)) => client.load_receipt(p).map(Some),
+/// The receipt a request names: checked here against this registry, or (through
+/// `--host`) one of that host's, its host taken out, for the host to check.
+fn receipt(place: &Place<'_>, r: Option<&ReceiptParam>) -> Result<Option<Receipt>, ClientError> {
+    let r = match r {
+        None => return Ok(None),
+        Some(ReceiptParam::Path(p)) => match place {
+            Place::Here(client) => return client.load_receipt(p).map(Some),
+            Place::There(_) => Receipt::load(p)?,
+        },
         Some(ReceiptParam::Contents(c)) => {
             let value = Value::Object(c.clone().into_iter().collect());
-            let r: Receipt = serde_json::from_value(value)
-                .map_err(|e| ClientError::Usage(format!("receipt: {e}")))?;
-            client.check_receipt(r, "given in the request").map(Some)
+            serde_json::from_value(value)
+                .map_err(|e| ClientError::Usage(format!("receipt: {e}")))?
         }
+    };
+    match place {
+        Place::Here(client) => client.check_receipt(r, "given in the request").map(Some),
+        Place::There(t) => host_receipt(r, &t.remote.host).map(Some),
+    }
+}
+
+/// A receipt of `host`'s, its host taken out (SPEC §9.10, §12.2).
+fn host_receipt(mut r: Receipt, host: &latch_client::remote::Host) -> Result<Receipt, ClientError> {
+    match r.host.as_deref() {
+        Some(h) if h == host.as_str() => {
+            r.host = None;
+            Ok(r)
+        }
+        other => Err(ClientError::Usage(format!(
+            "the receipt is for {}, not for host {host}",
+            other.map_or("a session of this host".to_owned(), |h| format!("host {h}"))
+        ))),
     }
 }
 
@@ -198,6 +220,15 @@ fn list(server: &Server, p: Result<ListParams, Failure>) -> Reply {
     let p = p?;
     let owner = crate::commands::parse_owner(p.owner.as_deref())?;
     let tags: Vec<(String, String)> = p.tags.into_iter().collect();
+    if let Some(host) = server.host() {
+        let req = latch_client::remote::proto::LsRequest {
+            root: server.there_root(),
+            tags: tags.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            status: p.status.clone(),
+            owner: owner.map(|o| o.as_str().to_owned()),
+        };
+        return to_value(&crate::commands::hosts::entries_of(host, req)?);
+    }
     let entries =
         registry_ops::list_entries(&server.base, &tags, p.status.as_deref(), owner.as_ref())?;
     to_value(
@@ -208,8 +239,8 @@ fn list(server: &Server, p: Result<ListParams, Failure>) -> Reply {
     )
 }
 
-fn status(client: &ClientRef<'_>, t: &Target, _: StatusParams) -> Reply {
-    let (derived, reply, output, casts) = registry_ops::status_parts(client, t).at(&t.session)?;
+fn status(place: &Place<'_>, t: &Found, _: StatusParams) -> Reply {
+    let (derived, reply, output, casts) = registry_ops::status_at(place.loc(), t).at(&t.session)?;
     to_value(&registry_ops::status_json(
         &t.record,
         &derived,
@@ -217,11 +248,12 @@ fn status(client: &ClientRef<'_>, t: &Target, _: StatusParams) -> Reply {
     ))
 }
 
-fn resize(client: &ClientRef<'_>, t: &Target, p: ResizeParams) -> Reply {
+fn resize(place: &Place<'_>, t: &Found, p: ResizeParams) -> Reply {
     latch_wire::limits::check_size(p.rows, p.cols).map_err(|e| usage(e.to_string()))?;
     let s = &t.session;
-    client
-        .connect(s)
+    place
+        .loc()
+        .connect(t)
         .and_then(|mut b| b.resize(p.rows, p.cols))
         .at(s)?;
     to_value(&ResizedJson {
@@ -232,18 +264,21 @@ fn resize(client: &ClientRef<'_>, t: &Target, p: ResizeParams) -> Reply {
     })
 }
 
-fn patched(client: &ClientRef<'_>, t: &Target, patch: &latch_client::MetaPatch) -> Reply {
+fn patched(place: &Place<'_>, t: &Found, patch: &latch_client::MetaPatch) -> Reply {
     let s = &t.session;
-    let done = client.patch(&s.id, Some(&s.incarnation), patch).at(s)?;
+    let done = place
+        .loc()
+        .patch(&s.to_string(), Some(s.incarnation), None, patch, false)
+        .at(s)?;
     to_value(&registry_ops::patched_json(&done))
 }
 
-fn tag(client: &ClientRef<'_>, t: &Target, p: TagParams) -> Reply {
+fn tag(place: &Place<'_>, t: &Found, p: TagParams) -> Reply {
     let patch = registry_ops::tag_patch(p.tags.into_iter().collect()).at(&t.session)?;
-    patched(client, t, &patch)
+    patched(place, t, &patch)
 }
 
-fn patch(client: &ClientRef<'_>, t: &Target, p: PatchParams) -> Reply {
+fn patch(place: &Place<'_>, t: &Found, p: PatchParams) -> Reply {
     let mut obj = serde_json::Map::new();
     if let Some(name) = p.display_name {
         obj.insert("displayName".into(), serde_json::json!(name));
@@ -253,12 +288,12 @@ fn patch(client: &ClientRef<'_>, t: &Target, p: PatchParams) -> Reply {
     }
     let text = Value::Object(obj).to_string();
     let patch = latch_client::MetaPatch::from_json(&text).at(&t.session)?;
-    patched(client, t, &patch)
+    patched(place, t, &patch)
 }
 
-fn rename(client: &ClientRef<'_>, t: &Target, p: RenameParams) -> Reply {
+fn rename(place: &Place<'_>, t: &Found, p: RenameParams) -> Reply {
     let patch = registry_ops::rename_patch(p.name).at(&t.session)?;
-    patched(client, t, &patch)
+    patched(place, t, &patch)
 }
 
 fn signal(p: Option<&SignalParam>) -> Result<i32, Failure> {
@@ -276,18 +311,26 @@ fn signal(p: Option<&SignalParam>) -> Result<i32, Failure> {
     }
 }
 
-fn kill(client: &ClientRef<'_>, t: &Target, p: KillParams) -> Reply {
+fn kill(place: &Place<'_>, t: &Found, p: KillParams) -> Reply {
     let sig = signal(p.signal.as_ref())?;
     let timeout = duration(p.timeout.as_ref(), Duration::from_secs(10))?;
     let s = &t.session;
-    let outcome = client.kill(s, sig, p.wait.then_some(timeout)).at(s)?;
+    // kill_requested is recorded as the creation resolves (SPEC §9.9): pinned.
+    let loc = place.loc();
+    let outcome = loc
+        .resolve_for_kill(&s.to_string(), Some(s.incarnation), None, sig)
+        .and_then(|found| loc.kill(&found, sig, p.wait.then_some(timeout)))
+        .at(s)?;
     let name = lifecycle::kill_outcome(outcome);
     to_value(&lifecycle::action_json(s, t.record.owner.clone(), name))
 }
 
-fn remove(client: &ClientRef<'_>, t: &Target, p: RemoveParams) -> Reply {
+fn remove(place: &Place<'_>, t: &Found, p: RemoveParams) -> Reply {
     let s = &t.session;
-    client.remove(s, lifecycle::remove_mode(p.force)).at(s)?;
+    place
+        .loc()
+        .remove(&s.to_string(), Some(s.incarnation), None, p.force)
+        .at(s)?;
     to_value(&lifecycle::action_json(
         s,
         t.record.owner.clone(),
@@ -295,10 +338,13 @@ fn remove(client: &ClientRef<'_>, t: &Target, p: RemoveParams) -> Reply {
     ))
 }
 
-fn restart(client: &ClientRef<'_>, t: &Target, p: RestartParams) -> Reply {
+fn restart(place: &Place<'_>, t: &Found, p: RestartParams) -> Reply {
     let grace = duration(p.grace.as_ref(), Duration::from_secs(5))?;
     let s = &t.session;
-    let created = client.restart(s, grace).at(s)?;
+    let (_, created) = place
+        .loc()
+        .restart(&s.to_string(), Some(s.incarnation), None, grace)
+        .at(s)?;
     to_value(&RestartedJson {
         created: CreatedJson::from(&created),
         previous_incarnation: s.incarnation.to_string(),
@@ -307,7 +353,8 @@ fn restart(client: &ClientRef<'_>, t: &Target, p: RestartParams) -> Reply {
 
 fn events(server: &Server, p: Result<EventsParams, Failure>) -> Reply {
     let p = p?;
-    let client = &server.base;
+    let place = server.place(None)?;
+    let client = place.here()?;
     let scope = crate::events::scope(client, p.session.as_deref(), p.all)?;
     let mut follower = client.follow_events(scope)?;
     let mut events = Vec::new();
@@ -331,20 +378,30 @@ fn gc(server: &Server, p: Result<GcParams, Failure>) -> Reply {
         .map(|d| crate::commands::secs(d * 86_400.0))
         .transpose()?;
     let owner = crate::commands::parse_owner(p.owner.as_deref())?;
-    let client = server.client(owner)?;
-    to_value(&client.gc(&opts)?)
+    let place = server.place(owner)?;
+    to_value(&place.loc().gc(&opts)?)
 }
 
 fn verify(server: &Server, p: Result<VerifyParams, Failure>) -> Reply {
     let p = p?;
     let client = &server.base;
-    let (verdict, receipt, detail) = match p.receipt {
-        ReceiptParam::Path(path) => client.verify_receipt(&path),
-        ReceiptParam::Contents(c) => {
-            let value = Value::Object(c.into_iter().collect());
-            let r: Receipt =
-                serde_json::from_value(value).map_err(|e| usage(format!("receipt: {e}")))?;
-            client.verify_receipt_value(r)
+    let (verdict, receipt, detail) = match (p.receipt, server.host()) {
+        (ReceiptParam::Path(path), None) => client.verify_receipt(&path),
+        (r, host) => {
+            let r: Receipt = match r {
+                ReceiptParam::Path(path) => Receipt::load(&path)?,
+                ReceiptParam::Contents(c) => {
+                    let value = Value::Object(c.into_iter().collect());
+                    serde_json::from_value(value).map_err(|e| usage(format!("receipt: {e}")))?
+                }
+            };
+            match host {
+                None => client.verify_receipt_value(r),
+                Some(h) => {
+                    let v = server.place(None)?.loc().verify(host_receipt(r, h)?)?;
+                    (v.verdict, v.receipt, v.detail)
+                }
+            }
         }
     };
     to_value(&registry_ops::verdict_json(

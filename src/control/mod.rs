@@ -53,6 +53,9 @@ pub(crate) struct Server {
     root: PathBuf,
     exe: PathBuf,
     base: Client,
+    /// `--host`: the registry every request acts on is that host's, through its
+    /// bridge (SPEC §12, §13.8); `None`: this one.
+    there: Option<latch_client::There>,
     out: Outbox,
     initialized: AtomicBool,
     state: Mutex<State>,
@@ -153,7 +156,67 @@ impl Failure {
     }
 }
 
+/// Where one request acts: this registry (the base client, or one opened with the
+/// request's owner), or the `--host` one with the request's owner.
+#[derive(Debug)]
+pub(crate) enum Place<'a> {
+    Here(ClientRef<'a>),
+    There(latch_client::There),
+}
+
+impl Place<'_> {
+    /// The location the request's command is written against.
+    pub(crate) fn loc(&self) -> latch_client::Location<'_> {
+        match self {
+            Self::Here(c) => latch_client::Location::Here(c),
+            Self::There(t) => latch_client::Location::There(t),
+        }
+    }
+
+    /// Whether a connection may be kept for later requests: the server's own,
+    /// without an owner precondition of the request's.
+    pub(crate) fn shared(&self) -> bool {
+        match self {
+            Self::Here(c) => matches!(c, ClientRef::Base(_)),
+            Self::There(t) => t.owner.is_none(),
+        }
+    }
+
+    /// This registry's client, for what only runs here.
+    pub(crate) fn here(&self) -> Result<&latch_client::Client, ClientError> {
+        match self {
+            Self::Here(c) => Ok(c),
+            Self::There(t) => Err(ClientError::Usage(format!(
+                "this method does not go through --host {}: run latch control on that host",
+                t.remote.host
+            ))),
+        }
+    }
+}
+
 impl Server {
+    /// Where one request acts, with its owner precondition.
+    pub(crate) fn place(&self, owner: Option<Owner>) -> Result<Place<'_>, ClientError> {
+        match &self.there {
+            None => self.client(owner).map(Place::Here),
+            Some(t) => {
+                let mut t = t.clone();
+                t.owner = owner;
+                Ok(Place::There(t))
+            }
+        }
+    }
+
+    /// `--root` as it travels to the host.
+    pub(crate) fn there_root(&self) -> Option<String> {
+        self.there.as_ref().and_then(|t| t.root.clone())
+    }
+
+    /// The host every request goes to, if any.
+    pub(crate) fn host(&self) -> Option<&latch_client::remote::Host> {
+        self.there.as_ref().map(|t| &t.remote.host)
+    }
+
     /// A client for one request: the base one, or one with an owner precondition.
     pub(crate) fn client(&self, owner: Option<Owner>) -> Result<ClientRef<'_>, ClientError> {
         match owner {
@@ -301,11 +364,31 @@ impl std::ops::Deref for ClientRef<'_> {
 
 impl Server {
     /// A server on the registry at `root` (`--root`, else SPEC §9.1's defaults).
-    pub(crate) fn open(root: Option<&PathBuf>) -> Result<Arc<Self>, ClientError> {
-        let root = latch_registry::root::resolve_root(root.map(PathBuf::as_path))?;
+    pub(crate) fn open(
+        root: Option<&PathBuf>,
+        host: Option<&latch_client::remote::Host>,
+    ) -> Result<Arc<Self>, ClientError> {
+        let there = match host {
+            None => None,
+            Some(h) => Some(latch_client::There {
+                remote: crate::remote::remote(h),
+                root: root
+                    .map(|p| {
+                        p.to_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| ClientError::Usage("--root is not UTF-8".into()))
+                    })
+                    .transpose()?,
+                owner: None,
+            }),
+        };
+        // With --host, --root names the host's registry; this one is the default.
+        let local = if there.is_some() { None } else { root };
+        let root = latch_registry::root::resolve_root(local.map(PathBuf::as_path))?;
         let exe =
             std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
         Ok(Arc::new(Self {
+            there,
             base: Client::open(&root, exe.clone())?,
             root,
             exe,
@@ -331,14 +414,18 @@ pub(crate) fn call(server: &Arc<Server>, method: &str, params: Value) -> Result<
 }
 
 /// Runs `latch control` until EOF on stdin (exit 0).
-pub fn run(root: Option<&PathBuf>, args: &ControlArgs) -> Result<i32, ClientError> {
+pub fn run(
+    root: Option<&PathBuf>,
+    host: Option<&latch_client::remote::Host>,
+    args: &ControlArgs,
+) -> Result<i32, ClientError> {
     if args.schema {
         let text = serde_json::to_string_pretty(&schema::document())
             .map_err(|e| ClientError::Other(e.to_string()))?;
         println!("{text}");
         return Ok(latch_client::exit::OK);
     }
-    let server = Server::open(root)?;
+    let server = Server::open(root, host)?;
     // This connection starts uninitialized (SPEC §13.2).
     server.initialized.store(false, Ordering::SeqCst);
     let writer = server.clone();

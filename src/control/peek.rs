@@ -2,20 +2,20 @@
 //! the output after a cursor.
 
 use base64::Engine as _;
-use latch_client::{Bound, ClientError, Target};
+use latch_client::{Bound, ClientError, Found};
 
 use super::methods::{to_value, usage, Reply};
 use super::params::*;
 use super::rpc::RpcError;
 use super::schema::*;
-use super::{At, ClientRef, Server};
+use super::{At, Place, Server};
 use crate::commands::sessions;
 use crate::shapes::{OutputJson, RangeJson};
 
 /// The most `peek since` gives in one answer.
 const SINCE_DEFAULT: u32 = 1 << 20;
 
-pub(super) fn peek(server: &Server, client: &ClientRef<'_>, t: &Target, p: PeekParams) -> Reply {
+pub(super) fn peek(server: &Server, place: &Place<'_>, t: &Found, p: PeekParams) -> Reply {
     use crate::pictures::Format;
     let picture = match p.format.as_deref() {
         Some("svg") => Some(("svg", Format::Svg)),
@@ -39,7 +39,7 @@ pub(super) fn peek(server: &Server, client: &ClientRef<'_>, t: &Target, p: PeekP
             return Err(usage("since gives plain text of the output: not a picture"));
         }
         // The picture `peek --format` draws (SPEC §4.4); a PNG as base64.
-        let bytes = crate::pictures::picture_of(client, t, p.full, format).at(s)?;
+        let bytes = crate::pictures::picture_of(place.loc(), t, p.full, format).at(s)?;
         let screen = match format {
             Format::Png => base64::engine::general_purpose::STANDARD.encode(&bytes),
             _ => String::from_utf8_lossy(&bytes).into_owned(),
@@ -63,7 +63,7 @@ pub(super) fn peek(server: &Server, client: &ClientRef<'_>, t: &Target, p: PeekP
         let max = p.max_bytes.unwrap_or(SINCE_DEFAULT).max(1);
         let output = server
             .pool
-            .with(client, s, |b| output_since(b, since, max))
+            .with(place, t, |b| output_since(b, since, max))
             .at(s)?;
         return to_value(&PeekResult::Output(output));
     }
@@ -78,7 +78,7 @@ pub(super) fn peek(server: &Server, client: &ClientRef<'_>, t: &Target, p: PeekP
         exit_signal: exit.map(|e| e.1),
     };
     // On the creation's kept connection (SPEC §13.4).
-    let live = server.pool.with(client, s, |b| b.peek(opts));
+    let live = server.pool.with(place, t, |b| b.peek(opts));
     match live {
         Ok(bytes) => to_value(&PeekResult::Screen(shape(
             String::from_utf8_lossy(&bytes).into_owned(),
@@ -86,7 +86,7 @@ pub(super) fn peek(server: &Server, client: &ClientRef<'_>, t: &Target, p: PeekP
         ))),
         Err(e) => {
             // An ended program: its kept final screen, as `latch peek` shows.
-            let f = sessions::final_screen(client, t, e).at(s)?;
+            let f = sessions::ended_screen(place.loc(), t, e).at(s)?;
             let text = sessions::final_text(&f, plain, p.full).clone();
             to_value(&PeekResult::Screen(shape(
                 text,

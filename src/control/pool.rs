@@ -7,10 +7,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use latch_client::{Bound, ClientError};
+use latch_client::{Bound, ClientError, Found};
 use latch_wire::SessionRef;
 
-use super::{ClientRef, CONNECTIONS_KEPT};
+use super::{Place, CONNECTIONS_KEPT};
 
 #[derive(Debug, Default)]
 pub(crate) struct Pool {
@@ -52,12 +52,13 @@ impl Pool {
     /// requests connect anew.
     pub(crate) fn with<T>(
         &self,
-        client: &ClientRef<'_>,
-        s: &SessionRef,
+        place: &Place<'_>,
+        found: &Found,
         mut f: impl FnMut(&mut Bound) -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
-        if let ClientRef::Owned(c) = client {
-            return f(&mut c.connect(s)?);
+        let s = &found.session;
+        if !place.shared() {
+            return f(&mut place.loc().connect(found)?);
         }
         if let Some(mut kept) = self.take(s) {
             if let Ok(v) = f(&mut kept) {
@@ -65,7 +66,7 @@ impl Pool {
                 return Ok(v);
             }
         }
-        let mut bound = client.connect(s)?;
+        let mut bound = place.loc().connect(found)?;
         let v = f(&mut bound)?;
         self.give_back(bound);
         Ok(v)

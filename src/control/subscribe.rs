@@ -17,7 +17,7 @@ use super::methods::{parse, resolve};
 use super::params::SubscribeParams;
 use super::rpc::{self, RpcError};
 use super::schema::*;
-use super::{At, Failure, Server, SUBSCRIPTIONS_MAX, SUBSCRIPTION_QUEUE_BYTES};
+use super::{At, Failure, Place, Server, SUBSCRIPTIONS_MAX, SUBSCRIPTION_QUEUE_BYTES};
 use crate::shapes::RangeJson;
 
 /// An open subscription: cancelling detaches its attachment.
@@ -278,12 +278,28 @@ fn open(server: &Arc<Server>, params: Value, id: &Value) -> Result<(), Failure> 
         Some("text") => Some(Utf8Stream::default()),
         Some(f) => return Err(RpcError::params(format!("format {f:?}: base64 or text")).into()),
     };
-    let (client, target) = resolve(server, &p.target)?;
+    let (place, target) = resolve(server, &p.target)?;
     let s = target.session.clone();
-    let owner = client.required_owner().cloned();
-    let bound = client.connect(&s).at(&s)?;
-    let ring = p.since.map(|_| client.connect(&s)).transpose().at(&s)?;
-    drop(client);
+    // The events file is the registry's: through --host, output only (SPEC §13.8).
+    let owner = match &place {
+        Place::Here(c) => c.required_owner().cloned(),
+        Place::There(_) if p.events => {
+            let e = latch_client::ClientError::Usage(
+                "events: true does not go through --host (output does): run latch control on \
+                 that host for its events"
+                    .into(),
+            );
+            return Err(Failure::Latch(Box::new(e), Some(s)));
+        }
+        Place::There(t) => t.owner.clone(),
+    };
+    let bound = place.loc().connect(&target).at(&s)?;
+    let ring = p
+        .since
+        .map(|_| place.loc().connect(&target))
+        .transpose()
+        .at(&s)?;
+    drop(place);
     let attached = bound.attach(0, 0, AttachMode::ReadOnly).at(&s)?;
     let cut = attached.cut.clone().ok_or_else(|| {
         Failure::Latch(

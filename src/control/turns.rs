@@ -3,25 +3,26 @@
 
 use std::time::Duration;
 
-use latch_client::{Condition, Target, Waited};
+use latch_client::{Condition, Found, Waited};
 use latch_wire::SessionRef;
 
 use super::methods::{duration, to_value, Reply};
 use super::params::*;
 use super::rpc::RpcError;
 use super::schema::*;
-use super::{At, ClientRef};
+use super::{At, Place};
 use crate::commands::sessions;
 use crate::shapes::{RangeJson, WaitedJson};
 
-pub(super) fn send(client: &ClientRef<'_>, t: &Target, p: SendParams) -> Reply {
+pub(super) fn send(place: &Place<'_>, t: &Found, p: SendParams) -> Reply {
+    let loc = place.loc();
     let mut bytes = p.text.clone().unwrap_or_default().into_bytes();
     bytes.extend(sessions::input_bytes(&p.keys, true));
     let s = &t.session;
     let delivered =
         p.paste || p.submit || p.when_ready || p.wait_idle.is_some() || p.wait_text.is_some();
     if !delivered {
-        let confirmed = client.send(s, &bytes).at(s)?;
+        let confirmed = loc.send(t, &bytes).at(s)?;
         return to_value(&SentJson {
             id: s.id.to_string(),
             incarnation: s.incarnation.to_string(),
@@ -45,10 +46,10 @@ pub(super) fn send(client: &ClientRef<'_>, t: &Target, p: SendParams) -> Reply {
         after,
         timeout: duration(p.timeout.as_ref(), Duration::from_secs(10))?,
     };
-    let sent = client
-        .connect(s)
+    let sent = loc
+        .connect(t)
         .and_then(|bound| {
-            let watch = client.connect(s)?;
+            let watch = loc.connect(t)?;
             latch_client::send_bound(bound, watch, &bytes, &opts)
         })
         .at(s)?;
@@ -65,7 +66,7 @@ pub(super) fn send(client: &ClientRef<'_>, t: &Target, p: SendParams) -> Reply {
     })
 }
 
-pub(super) fn wait(client: &ClientRef<'_>, t: &Target, p: WaitParams) -> Reply {
+pub(super) fn wait(place: &Place<'_>, t: &Found, p: WaitParams) -> Reply {
     let idle = p
         .idle
         .as_ref()
@@ -83,20 +84,21 @@ pub(super) fn wait(client: &ClientRef<'_>, t: &Target, p: WaitParams) -> Reply {
     };
     let timeout = duration(p.timeout.as_ref(), Duration::from_secs(10))?;
     let s = &t.session;
-    let waited = client.wait(s, &condition, p.after, timeout).at(s)?;
+    let waited = place.loc().wait(t, &condition, p.after, timeout).at(s)?;
     to_value(&waited_json(s, &condition, waited))
 }
 
 /// `run`: the same run as `latch run --json` (SPEC §4.7), and its shape.
-pub(super) fn run(client: &ClientRef<'_>, t: &Target, p: RunParams) -> Reply {
+pub(super) fn run(place: &Place<'_>, t: &Found, p: RunParams) -> Reply {
     let opts = latch_client::RunOptions {
         timeout: duration(p.timeout.as_ref(), Duration::from_secs(600))?,
         marker: p.marker,
     };
     let s = &t.session;
     let mut collected = crate::commands::run::Collected::new(true);
-    let res = client
-        .run(s, &p.command, &opts, None, &mut |b| collected.push(b))
+    let res = place
+        .loc()
+        .run(t, &p.command, &opts, None, &mut |b| collected.push(b))
         .at(s)?;
     to_value(&crate::commands::run::run_json(
         s, res, collected, &p.command,

@@ -22,11 +22,15 @@ pub struct McpArgs {
 }
 
 /// Runs the server until the client closes stdin (exit 0).
-pub fn run(root: Option<&PathBuf>, args: &McpArgs) -> Result<i32, ClientError> {
+pub fn run(
+    root: Option<&PathBuf>,
+    host: Option<&latch_client::remote::Host>,
+    args: &McpArgs,
+) -> Result<i32, ClientError> {
     if let Some(o) = &args.owner {
         crate::commands::parse_owner(Some(o))?;
     }
-    let server = crate::control::Server::open(root)?;
+    let server = crate::control::Server::open(root, host)?;
     let latch = tools::Latch::new(server, args.owner.clone(), args.read_only);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -15,7 +15,7 @@ mod svg;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use latch_client::{Bound, Client, ClientError, Mismatch, Target};
+use latch_client::{Bound, ClientError, Mismatch};
 use latch_screen::capture::{self, attr, Capture, Colour, CursorShape, Style, Width};
 
 use crate::cli::TargetArgs;
@@ -181,12 +181,12 @@ fn render(
 /// and MCP's `peek` (SPEC §13.4): the daemon's CAPTURE, or an ended session's
 /// final screen; the default theme.
 pub(crate) fn picture_of(
-    client: &Client,
-    target: &Target,
+    loc: latch_client::Location<'_>,
+    target: &latch_client::Found,
     full: bool,
     format: Format,
 ) -> Result<Vec<u8>, ClientError> {
-    let capture = match client.connect(&target.session) {
+    let capture = match loc.connect(target) {
         Ok(mut bound) => {
             let bytes = bound.capture(full)?;
             Capture::decode(&bytes).map_err(PictureError::Capture)?
@@ -195,7 +195,7 @@ pub(crate) fn picture_of(
             if !matches!(e, ClientError::Unreachable { .. }) {
                 return Err(e);
             }
-            let screen = client.final_screen(&target.session)?.ok_or(e)?;
+            let screen = loc.final_screen(target)?.ok_or(e)?;
             let text = if full {
                 &screen.full_ansi
             } else {

@@ -184,7 +184,7 @@ pub(crate) fn ls(
                 .iter()
                 .map(|h| {
                     let (args, req) = (args.clone(), req.clone());
-                    scope.spawn(move || (h.clone(), ls_one(h, req, args)))
+                    scope.spawn(move || (h.clone(), super::there::ls_one(h, req, args)))
                 })
                 .collect();
             handles
@@ -288,68 +288,4 @@ fn host_down(
     })
     .map_err(|e| ClientError::Other(e.to_string()))?;
     Ok((row, value))
-}
-
-/// One host's `ls --json` entries under a request's filters (control's `list`
-/// through `--host`, SPEC §13.8), as `ls` asks them.
-pub(crate) fn entries_of(
-    host: &Host,
-    req: remote::proto::LsRequest,
-) -> Result<Vec<serde_json::Value>, ClientError> {
-    let mut args = Vec::new();
-    if let Some(r) = &req.root {
-        args.extend(["--root".to_owned(), r.clone()]);
-    }
-    args.extend(["--json".to_owned(), "ls".to_owned()]);
-    for t in &req.tags {
-        args.extend(["--tag".to_owned(), t.clone()]);
-    }
-    if let Some(s) = &req.status {
-        args.extend(["--status".to_owned(), s.clone()]);
-    }
-    if let Some(o) = &req.owner {
-        args.extend(["--owner".to_owned(), o.clone()]);
-    }
-    ls_one(host, req, args)
-}
-
-/// One host's `ls --json` entries: the typed request of remote protocol 2, and
-/// for an older host (version 1) its `latch --json ls` (SPEC.md §12.2).
-fn ls_one(
-    host: &Host,
-    req: remote::proto::LsRequest,
-    args: Vec<String>,
-) -> Result<Vec<serde_json::Value>, ClientError> {
-    let there = remote::remote(host);
-    match remote::call(&there, remote::Op::Ls(req), remote::Answer::Ls, None) {
-        Err(ClientError::Protocol {
-            found: latch_client::Mismatch::OlderRemote,
-            ..
-        }) => ls_v1(host, args),
-        other => other,
-    }
-}
-
-fn ls_v1(host: &Host, args: Vec<String>) -> Result<Vec<serde_json::Value>, ClientError> {
-    let op = remote::Op::Exec {
-        args,
-        receipt: None,
-    };
-    let sink = remote::Sink::Capture(remote::Answer::Ls);
-    let (_, code, out) = remote::request(&remote::remote(host), op, remote::ANY, None, sink)?;
-    let value: serde_json::Value = serde_json::from_slice(&out).map_err(|e| {
-        ClientError::protocol(
-            latch_client::Mismatch::Remote,
-            format!("host {host}: unreadable ls output ({e})"),
-        )
-    })?;
-    if let Some(err) = value.get("error") {
-        let body: shapes::ErrorBodyOwned = serde_json::from_value(err.clone())
-            .map_err(|e| ClientError::Other(format!("host {host}: {e}")))?;
-        return Err(body.relayed(host));
-    }
-    match value {
-        serde_json::Value::Array(a) if code == exit::OK => Ok(a),
-        _ => Err(ClientError::Other(format!("host {host}: ls exited {code}"))),
-    }
 }

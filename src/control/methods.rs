@@ -227,7 +227,7 @@ fn list(server: &Server, p: Result<ListParams, Failure>) -> Reply {
             status: p.status.clone(),
             owner: owner.map(|o| o.as_str().to_owned()),
         };
-        return to_value(&crate::commands::hosts::entries_of(host, req)?);
+        return to_value(&crate::commands::there::entries_of(host, req)?);
     }
     let entries =
         registry_ops::list_entries(&server.base, &tags, p.status.as_deref(), owner.as_ref())?;

@@ -489,13 +489,9 @@ fn create_locked(
     // Register with the runtime before the record makes the session visible.
     pty::set_nonblocking(pair.master.as_fd())
         .map_err(|e| CreateError::io("cannot configure the terminal", e))?;
-    // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open and names the same
-    // file description for the AsyncFd's whole life.
-    let master = unsafe { AsyncFd::register(pair.master) }
+    let master = crate::watch::watch(pair.master, Interest::READABLE | Interest::WRITABLE)
         .map_err(|e| CreateError::io("cannot watch the terminal", e))?;
-    // SAFETY: ChildProc owns the pidfd and always returns that same fd; the AsyncFd
-    // owns the ChildProc.
-    let child = unsafe { AsyncFd::register_with_interest(ChildProc { pidfd }, Interest::READABLE) }
+    let child = crate::watch::watch(ChildProc { pidfd }, Interest::READABLE)
         .map_err(|e| CreateError::io("cannot watch the program", e))?;
     listener
         .set_nonblocking(true)

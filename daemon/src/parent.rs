@@ -30,17 +30,13 @@ impl Watch {
     /// Proves `parent` and starts watching it (inside the runtime).
     pub fn start(registry: &Registry, parent: &Parent) -> Self {
         let fd = match proven(registry, parent) {
-            Ok(pidfd) => {
-                // SAFETY: the AsyncFd owns the PidFd, whose fd stays open and names
-                // the same pidfd for the AsyncFd's whole life.
-                match unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) } {
-                    Ok(fd) => Some(fd),
-                    Err(e) => {
-                        log!("cannot watch the parent ({e}); it counts as ended");
-                        None
-                    }
+            Ok(pidfd) => match crate::watch::watch(pidfd, Interest::READABLE) {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    log!("cannot watch the parent ({e}); it counts as ended");
+                    None
                 }
-            }
+            },
             Err(why) => {
                 log!("the parent {} counts as ended: {why}", parent.process.pid);
                 None

@@ -369,6 +369,9 @@ impl AsRawFd for Ino {
     }
 }
 
+// The Inotify owns its descriptor.
+impl crate::watch::OwnsFd for Ino {}
+
 impl RecordChanges {
     fn watch(registry: &Registry) -> Self {
         let ino = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).and_then(|i| {
@@ -379,9 +382,7 @@ impl RecordChanges {
             Ok(i)
         });
         let fd = match ino {
-            // SAFETY: the AsyncFd owns the Inotify, whose fd stays open for the
-            // AsyncFd's whole life.
-            Ok(i) => unsafe { AsyncFd::register_with_interest(Ino(i), Interest::READABLE) }.ok(),
+            Ok(i) => crate::watch::watch(Ino(i), Interest::READABLE).ok(),
             Err(e) => {
                 log!("cannot watch the registry during the restart delay: {e}");
                 None

@@ -340,7 +340,8 @@ def create_options(latch, root):
         a = c.answer(c.request("create", dict(bad, command=["true"])))
         assert a["error"]["code"] == 2, (bad, a)
     # withParent: the session is hung up when its parent process ends.
-    parent = subprocess.Popen(["sleep", "600"])
+    parent = subprocess.Popen(["sleep", "600"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     child = ref(c.call("create", {"id": "kid", "command": ["sh", "-c", "exec sleep 600"],
                                   "withParent": parent.pid}))
     assert record("kid")["parent"], record("kid")

@@ -242,6 +242,22 @@ fn an_incomplete_command_is_refused_not_waited_on() {
     }
 }
 
+/// A person's Enter on fish's incomplete line still adds a line, as fish does
+/// without latch (SPEC §4.6): completing the quote then runs the whole command.
+#[test]
+fn fish_enter_on_an_incomplete_line_keeps_editing_it() {
+    let reg = Reg::new();
+    let home = tempfile::tempdir().unwrap();
+    start(&reg, home.path(), "f", &["fish"], &[]);
+    assert_eq!(run(&reg, "f", "echo ready").ok(), "ready\n");
+    reg.run(&["send", "f", "echo 'x"]).ok();
+    reg.run(&["send", "f", "--keys", "Enter"]).ok();
+    reg.run(&["send", "f", "y'(math 6 '*' 7)"]).ok();
+    reg.run(&["send", "f", "--keys", "Enter"]).ok();
+    let screen = reg.wait_for_within("f", "y42", 30);
+    assert!(screen.contains("x\ny42"), "{screen}");
+}
+
 /// A creation replaced while its command runs: the run ends with exit 4 (--json)
 /// and nothing of the new creation; a run aimed at the old one types nothing.
 #[test]

@@ -414,6 +414,10 @@ impl Location<'_> {
         after: Option<u64>,
         timeout: Duration,
     ) -> Result<crate::Waited, ClientError> {
+        if let Self::Here(client) = self {
+            // Here an exit wait also follows a draining daemon's record (SPEC.md §4.7).
+            return client.wait(&found.session, condition, after, timeout);
+        }
         let bound = match self.connect(found) {
             Ok(b) => b,
             Err(e @ ClientError::Unreachable { .. }) => {

@@ -131,7 +131,11 @@ fn owner_preconditions_never_reach_a_replacement_owned_by_another_project() {
                             let acted = reports
                                 .iter()
                                 .filter(|r| {
-                                    r.action == "stopped-and-removed" || r.action == "removed"
+                                    matches!(
+                                        r.action,
+                                        latch_client::GcAction::StoppedAndRemoved
+                                            | latch_client::GcAction::Removed
+                                    )
                                 })
                                 .count();
                             Ok((

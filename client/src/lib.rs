@@ -378,7 +378,9 @@ pub use conn::{
 pub use create::{Created, READY_TIMEOUT};
 pub use error::{exit, Class, ClientError, Mismatch, UnreachableCause};
 pub use events::{Event, EventFollower, EventScope};
-pub use lifecycle::{GcOptions, GcReport, EVENTS_RETENTION, KEEP_TAG, ORPHAN_MIN_AGE};
+pub use lifecycle::{
+    GcAction, GcOptions, GcReason, GcReport, EVENTS_RETENTION, KEEP_TAG, ORPHAN_MIN_AGE,
+};
 pub use meta::{validate_tag, MetaPatch, Patched, TAG_KEY_MAX, TAG_VALUE_MAX};
 pub use names::{validate_display_name, NameError, DISPLAY_NAME_MAX_CHARS};
 pub use options::{AttachMode, PeekFormat, PeekOptions, PeekScope, RemoveMode};

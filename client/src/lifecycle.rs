@@ -58,32 +58,167 @@ pub struct GcReport {
     pub incarnation: Option<String>,
     /// The status observed.
     pub observed: String,
-    /// `removed`, `would-remove`, `orphan-signaled-and-removed`, `would-signal-orphan`,
-    /// `stopped-and-removed`, `would-stop`, `orphan-files-removed`,
-    /// `would-remove-orphan-files`, `events-removed`, `would-remove-events`, `none` or
-    /// `skipped` (SPEC §9.12).
-    pub action: String,
-    /// Why: for `skipped`, `busy`, `changed-since-observed`, `not-owner`,
-    /// `kept-by-tag`, `resurrectable`, `shutdown-timed-out`, `degraded: …`,
-    /// `unverifiable: …` or `signal-failed: …`; `running` for `none`; why a running
-    /// session is stopped (its working directory is gone, or how long it was idle);
-    /// which files an orphan or an events file left.
-    pub reason: Option<String>,
+    /// What was done (SPEC §9.12).
+    pub action: GcAction,
+    /// Why (SPEC §9.12).
+    pub reason: Option<GcReason>,
+}
+
+/// What gc did to one session, or would do with `--dry-run` (SPEC §9.12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum GcAction {
+    /// An ended session's files removed.
+    Removed,
+    /// Would be removed.
+    WouldRemove,
+    /// An orphaned program's session hung up, then removed.
+    OrphanSignaledAndRemoved,
+    /// Would be hung up and removed.
+    WouldSignalOrphan,
+    /// A running session (abandoned or idle) stopped, then removed.
+    StoppedAndRemoved,
+    /// Would be stopped and removed.
+    WouldStop,
+    /// Files without a record removed.
+    OrphanFilesRemoved,
+    /// Would be removed.
+    WouldRemoveOrphanFiles,
+    /// The events of a long-removed session removed.
+    EventsRemoved,
+    /// Would be removed.
+    WouldRemoveEvents,
+    /// Nothing to do (a running session).
+    None,
+    /// Not done, for the reason given.
+    Skipped,
+}
+
+impl GcAction {
+    /// Its name, as `gc --json` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Removed => "removed",
+            Self::WouldRemove => "would-remove",
+            Self::OrphanSignaledAndRemoved => "orphan-signaled-and-removed",
+            Self::WouldSignalOrphan => "would-signal-orphan",
+            Self::StoppedAndRemoved => "stopped-and-removed",
+            Self::WouldStop => "would-stop",
+            Self::OrphanFilesRemoved => "orphan-files-removed",
+            Self::WouldRemoveOrphanFiles => "would-remove-orphan-files",
+            Self::EventsRemoved => "events-removed",
+            Self::WouldRemoveEvents => "would-remove-events",
+            Self::None => "none",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+impl std::fmt::Display for GcAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why gc did (or did not do) what it did (SPEC §9.12). In JSON, one string: the
+/// name, `degraded: …`, `unverifiable: …`, `signal-failed: …`, or words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GcReason {
+    /// The session lock is held elsewhere.
+    Busy,
+    /// The record changed between the observation and the lock.
+    ChangedSinceObserved,
+    /// Not the required owner's.
+    NotOwner,
+    /// Tagged `keep`.
+    KeptByTag,
+    /// Vanished with a reboot and has a resume command (SPEC §9.18).
+    Resurrectable,
+    /// The program did not end within the grace.
+    ShutdownTimedOut,
+    /// A running session: nothing to do.
+    Running,
+    /// The record cannot be read.
+    Degraded(String),
+    /// Liveness, or a process's identity, cannot be proven.
+    Unverifiable(String),
+    /// Signalling failed.
+    SignalFailed(String),
+    /// Anything else, in words: why a running session is stopped, which files an
+    /// orphan or an events file left, an error.
+    Detail(String),
+}
+
+impl std::fmt::Display for GcReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Busy => f.write_str("busy"),
+            Self::ChangedSinceObserved => f.write_str("changed-since-observed"),
+            Self::NotOwner => f.write_str("not-owner"),
+            Self::KeptByTag => f.write_str("kept-by-tag"),
+            Self::Resurrectable => f.write_str("resurrectable"),
+            Self::ShutdownTimedOut => f.write_str("shutdown-timed-out"),
+            Self::Running => f.write_str("running"),
+            Self::Degraded(d) => write!(f, "degraded: {d}"),
+            Self::Unverifiable(d) => write!(f, "unverifiable: {d}"),
+            Self::SignalFailed(d) => write!(f, "signal-failed: {d}"),
+            Self::Detail(d) => f.write_str(d),
+        }
+    }
+}
+
+impl std::str::FromStr for GcReason {
+    type Err = std::convert::Infallible;
+    /// The reason a string names; words for any other (another host's, say).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let prefixed = |p: &str| s.strip_prefix(p).map(str::to_owned);
+        Ok(match s {
+            "busy" => Self::Busy,
+            "changed-since-observed" => Self::ChangedSinceObserved,
+            "not-owner" => Self::NotOwner,
+            "kept-by-tag" => Self::KeptByTag,
+            "resurrectable" => Self::Resurrectable,
+            "shutdown-timed-out" => Self::ShutdownTimedOut,
+            "running" => Self::Running,
+            _ => {
+                if let Some(d) = prefixed("degraded: ") {
+                    Self::Degraded(d)
+                } else if let Some(d) = prefixed("unverifiable: ") {
+                    Self::Unverifiable(d)
+                } else if let Some(d) = prefixed("signal-failed: ") {
+                    Self::SignalFailed(d)
+                } else {
+                    Self::Detail(s.to_owned())
+                }
+            }
+        })
+    }
+}
+
+impl Serialize for GcReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for GcReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
+        Ok(s.parse().unwrap_or(Self::Detail(s)))
+    }
 }
 
 impl GcReport {
     /// A report that `observed` session `id` got `action` (no reason, no
     /// incarnation): what gc builds before it knows more.
-    pub fn new(
-        id: impl Into<String>,
-        observed: impl Into<String>,
-        action: impl Into<String>,
-    ) -> Self {
+    pub fn new(id: impl Into<String>, observed: impl Into<String>, action: GcAction) -> Self {
         Self {
             id: id.into(),
             incarnation: None,
             observed: observed.into(),
-            action: action.into(),
+            action,
             reason: None,
         }
     }
@@ -144,8 +279,8 @@ impl Client {
                         id,
                         incarnation: None,
                         observed: "degraded".into(),
-                        action: "skipped".into(),
-                        reason: Some(format!("degraded: {error}")),
+                        action: GcAction::Skipped,
+                        reason: Some(GcReason::Degraded(error)),
                     });
                     continue;
                 }
@@ -189,32 +324,36 @@ impl Client {
                 id: id.to_string(),
                 incarnation: None,
                 observed: "orphan".into(),
-                action: "would-remove-orphan-files".into(),
-                reason: Some(format!("files without a record: {}", files.join(", "))),
+                action: GcAction::WouldRemoveOrphanFiles,
+                reason: Some(GcReason::Detail(format!(
+                    "files without a record: {}",
+                    files.join(", ")
+                ))),
             };
             if !opts.dry_run {
                 report = match reg.lock(&id, DEFAULT_LOCK_WAIT) {
                     Ok(lock) => match orphan_files(reg, &id) {
-                        None => skip_report(report, "changed-since-observed"),
+                        None => skip_report(report, GcReason::ChangedSinceObserved),
                         Some(_) => match reg.remove_stale_socket(&lock) {
-                            Ok(_) if reg.socket_path(&id).exists() => {
-                                skip_report(report, "a daemon answers on its socket")
-                            }
+                            Ok(_) if reg.socket_path(&id).exists() => skip_report(
+                                report,
+                                GcReason::Detail("a daemon answers on its socket".into()),
+                            ),
                             Ok(_) => {
                                 for p in [reg.log_path(&id), reg.rotated_log_path(&id)] {
                                     let _ = std::fs::remove_file(p);
                                 }
                                 let _ = lock.unlink();
                                 GcReport {
-                                    action: "orphan-files-removed".into(),
+                                    action: GcAction::OrphanFilesRemoved,
                                     ..report
                                 }
                             }
-                            Err(e) => skip_report(report, &e.to_string()),
+                            Err(e) => skip_report(report, GcReason::Detail(e.to_string())),
                         },
                     },
-                    Err(RegistryError::Busy { .. }) => skip_report(report, "busy"),
-                    Err(e) => skip_report(report, &e.to_string()),
+                    Err(RegistryError::Busy { .. }) => skip_report(report, GcReason::Busy),
+                    Err(e) => skip_report(report, GcReason::Detail(e.to_string())),
                 };
             }
             out.push(report);
@@ -236,11 +375,11 @@ impl Client {
                 id: id.to_string(),
                 incarnation: inc,
                 observed: "removed".into(),
-                action: "would-remove-events".into(),
-                reason: Some(format!(
+                action: GcAction::WouldRemoveEvents,
+                reason: Some(GcReason::Detail(format!(
                     "events of a removed session, unchanged for {:.1} days",
                     age.as_secs_f64() / 86_400.0
-                )),
+                ))),
             };
             if !opts.dry_run {
                 report = match reg.lock(&id, DEFAULT_LOCK_WAIT) {
@@ -251,16 +390,18 @@ impl Client {
                                 // The lock file is the id's too; nothing else is left.
                                 let _ = lock.unlink();
                                 GcReport {
-                                    action: "events-removed".into(),
+                                    action: GcAction::EventsRemoved,
                                     ..report
                                 }
                             }
-                            Err(e) => skip_report(report, &format!("remove failed: {e}")),
+                            Err(e) => {
+                                skip_report(report, GcReason::Detail(format!("remove failed: {e}")))
+                            }
                         },
-                        None => skip_report(report, "changed-since-observed"),
+                        None => skip_report(report, GcReason::ChangedSinceObserved),
                     },
-                    Err(RegistryError::Busy { .. }) => skip_report(report, "busy"),
-                    Err(e) => skip_report(report, &e.to_string()),
+                    Err(RegistryError::Busy { .. }) => skip_report(report, GcReason::Busy),
+                    Err(e) => skip_report(report, GcReason::Detail(e.to_string())),
                 };
             }
             out.push(report);
@@ -273,20 +414,16 @@ impl Client {
             id: observed.id.to_string(),
             incarnation: Some(observed.incarnation.to_string()),
             observed: status.name().into(),
-            action: "none".into(),
+            action: GcAction::None,
             reason: None,
         };
-        let skip = |mut r: GcReport, why: &str| {
-            r.action = "skipped".into();
-            r.reason = Some(why.into());
-            r
-        };
+        let skip = |r: GcReport, why: GcReason| skip_report(r, why);
         match status {
             SessionStatus::Unknown { reason } => {
-                return skip(report, &format!("unverifiable: {reason}"))
+                return skip(report, GcReason::Unverifiable(reason.clone()))
             }
             SessionStatus::Exited { .. } if observed.tags.contains_key(KEEP_TAG) => {
-                return skip(report, "kept-by-tag")
+                return skip(report, GcReason::KeptByTag)
             }
             SessionStatus::Running => {
                 let cwd_gone = opts.abandoned_cwd && !Path::new(&observed.cwd).is_dir();
@@ -297,13 +434,13 @@ impl Client {
                     (true, _) => "working directory is gone".to_owned(),
                     (false, Some(d)) => format!("idle for {:.1} days", d.as_secs_f64() / 86_400.0),
                     (false, None) => {
-                        report.reason = Some("running".into());
+                        report.reason = Some(GcReason::Running);
                         return report;
                     }
                 };
                 if opts.dry_run {
-                    report.action = "would-stop".into();
-                    report.reason = Some(why);
+                    report.action = GcAction::WouldStop;
+                    report.reason = Some(GcReason::Detail(why));
                     return report;
                 }
                 let target = SessionRef::new(observed.id.clone(), observed.incarnation);
@@ -315,15 +452,15 @@ impl Client {
                     Ok(KillOutcome::Killed | KillOutcome::AlreadyExited) => {
                         match self.remove(&target, RemoveMode::ExitedOnly) {
                             Ok(()) => {
-                                report.action = "stopped-and-removed".into();
-                                report.reason = Some(why);
+                                report.action = GcAction::StoppedAndRemoved;
+                                report.reason = Some(GcReason::Detail(why));
                                 report
                             }
-                            Err(e) => skip(report, &gc_reason(&e)),
+                            Err(e) => skip(report, gc_reason(&e)),
                         }
                     }
-                    Ok(_) => skip(report, "shutdown-timed-out"),
-                    Err(e) => skip(report, &gc_reason(&e)),
+                    Ok(_) => skip(report, GcReason::ShutdownTimedOut),
+                    Err(e) => skip(report, gc_reason(&e)),
                 };
             }
             SessionStatus::Exited { .. } | SessionStatus::Vanished => {}
@@ -336,7 +473,7 @@ impl Client {
             && observed.resume_command.is_some()
             && latch_registry::reboot::died_with_machine(observed)
         {
-            return skip(report, "resurrectable");
+            return skip(report, GcReason::Resurrectable);
         }
         // An orphaned program whose daemon is gone: prove it before anything.
         // A recorded pid that now belongs to another process (start time or boot id
@@ -346,10 +483,10 @@ impl Client {
             if let Err(ProofError::Mismatch) = prove(&observed.daemon) {
                 return skip(
                     report,
-                    &format!(
-                        "unverifiable: daemon pid {} now belongs to another process",
+                    GcReason::Unverifiable(format!(
+                        "daemon pid {} now belongs to another process",
                         observed.daemon.pid
-                    ),
+                    )),
                 );
             }
             match prove(&observed.child) {
@@ -358,42 +495,41 @@ impl Client {
                 Err(ProofError::Mismatch) => {
                     return skip(
                         report,
-                        &format!(
-                            "unverifiable: program pid {} now belongs to another process",
+                        GcReason::Unverifiable(format!(
+                            "program pid {} now belongs to another process",
                             observed.child.pid
-                        ),
+                        )),
                     )
                 }
-                Err(e) => return skip(report, &format!("unverifiable: {e}")),
+                Err(e) => return skip(report, GcReason::Unverifiable(e.to_string())),
             }
         } else {
             None
         };
         if opts.dry_run {
             report.action = if orphan.is_some() {
-                "would-signal-orphan"
+                GcAction::WouldSignalOrphan
             } else {
-                "would-remove"
-            }
-            .into();
+                GcAction::WouldRemove
+            };
             return report;
         }
         let lock = match self.registry().lock(&observed.id, DEFAULT_LOCK_WAIT) {
             Ok(l) => l,
-            Err(RegistryError::Busy { .. }) => return skip(report, "busy"),
-            Err(e) => return skip(report, &e.to_string()),
+            Err(RegistryError::Busy { .. }) => return skip(report, GcReason::Busy),
+            Err(e) => return skip(report, GcReason::Detail(e.to_string())),
         };
         // Re-check under the lock: still the incarnation and the status observed.
         match self.registry().read_record(&observed.id) {
             Ok(Some(now)) if now.incarnation.ct_eq(&observed.incarnation) => {
                 if derive_status(&now).name() != status.name() {
-                    return skip(report, "changed-since-observed");
+                    return skip(report, GcReason::ChangedSinceObserved);
                 }
                 if self.check_owner(&now).is_err() {
-                    return skip(report, "not-owner");
+                    return skip(report, GcReason::NotOwner);
                 }
             }
-            _ => return skip(report, "changed-since-observed"),
+            _ => return skip(report, GcReason::ChangedSinceObserved),
         }
         if let Some(fd) = orphan {
             // The whole session, as its daemon would have ended it (SPEC.md §5.6,
@@ -401,15 +537,15 @@ impl Client {
             match latch_registry::proc::hang_up_orphan(&fd, libc::SIGTERM) {
                 Ok(hung) => {
                     if !hung.finish(&fd, opts.grace, true) {
-                        return skip(report, "shutdown-timed-out");
+                        return skip(report, GcReason::ShutdownTimedOut);
                     }
                 }
                 Err(OrphanError::Gone) => {}
-                Err(e) => return skip(report, &format!("signal-failed: {e}")),
+                Err(e) => return skip(report, GcReason::SignalFailed(e.to_string())),
             }
-            report.action = "orphan-signaled-and-removed".into();
+            report.action = GcAction::OrphanSignaledAndRemoved;
         } else {
-            report.action = "removed".into();
+            report.action = GcAction::Removed;
         }
         let reg = self.registry();
         let result = reg
@@ -423,7 +559,7 @@ impl Client {
             })
             .and_then(|_| reg.remove_files(lock));
         if let Err(e) = result {
-            return skip(report, &e.to_string());
+            return skip(report, GcReason::Detail(e.to_string()));
         }
         report
     }
@@ -546,23 +682,74 @@ fn orphan_files(reg: &latch_registry::Registry, id: &SessionId) -> Option<Vec<St
     (!names.is_empty()).then_some(names)
 }
 
-fn skip_report(mut r: GcReport, why: &str) -> GcReport {
-    r.action = "skipped".into();
-    r.reason = Some(why.into());
+fn skip_report(mut r: GcReport, why: GcReason) -> GcReport {
+    r.action = GcAction::Skipped;
+    r.reason = Some(why);
     r
 }
 
-fn gc_reason(e: &ClientError) -> String {
+fn gc_reason(e: &ClientError) -> GcReason {
     match e {
-        ClientError::Busy(_) | ClientError::Registry(RegistryError::Busy { .. }) => "busy".into(),
-        ClientError::Replaced { .. } | ClientError::NotFound(_) => "changed-since-observed".into(),
-        ClientError::NotOwner { .. } => "not-owner".into(),
-        other => other.to_string(),
+        ClientError::Busy(_) | ClientError::Registry(RegistryError::Busy { .. }) => GcReason::Busy,
+        ClientError::Replaced { .. } | ClientError::NotFound(_) => GcReason::ChangedSinceObserved,
+        ClientError::NotOwner { .. } => GcReason::NotOwner,
+        other => GcReason::Detail(other.to_string()),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::{GcAction, GcReason};
+
+    /// gc's JSON names (SPEC §9.12) are the enums' serde forms, both ways.
+    #[test]
+    fn actions_and_reasons_keep_their_json_names() {
+        for a in [
+            GcAction::Removed,
+            GcAction::WouldRemove,
+            GcAction::OrphanSignaledAndRemoved,
+            GcAction::WouldSignalOrphan,
+            GcAction::StoppedAndRemoved,
+            GcAction::WouldStop,
+            GcAction::OrphanFilesRemoved,
+            GcAction::WouldRemoveOrphanFiles,
+            GcAction::EventsRemoved,
+            GcAction::WouldRemoveEvents,
+            GcAction::None,
+            GcAction::Skipped,
+        ] {
+            let json = serde_json::to_value(a).unwrap();
+            assert_eq!(json, a.name(), "{a:?}");
+            assert_eq!(serde_json::from_value::<GcAction>(json).unwrap(), a);
+        }
+        for (r, text) in [
+            (GcReason::Busy, "busy"),
+            (GcReason::ChangedSinceObserved, "changed-since-observed"),
+            (GcReason::NotOwner, "not-owner"),
+            (GcReason::KeptByTag, "kept-by-tag"),
+            (GcReason::Resurrectable, "resurrectable"),
+            (GcReason::ShutdownTimedOut, "shutdown-timed-out"),
+            (GcReason::Running, "running"),
+            (GcReason::Degraded("bad json".into()), "degraded: bad json"),
+            (
+                GcReason::Unverifiable("pid 7".into()),
+                "unverifiable: pid 7",
+            ),
+            (
+                GcReason::SignalFailed("EPERM".into()),
+                "signal-failed: EPERM",
+            ),
+            (
+                GcReason::Detail("idle for 3.0 days".into()),
+                "idle for 3.0 days",
+            ),
+        ] {
+            let json = serde_json::to_value(&r).unwrap();
+            assert_eq!(json, text);
+            assert_eq!(serde_json::from_value::<GcReason>(json).unwrap(), r);
+        }
+    }
+
     #[test]
     fn events_retention_matches_spec() {
         let spec = include_str!("../../SPEC.md");

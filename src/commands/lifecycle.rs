@@ -117,8 +117,10 @@ pub(crate) fn gc(at: &At, opts: &latch_client::GcOptions, json: bool) -> Result<
             t.row(vec![
                 r.id.clone(),
                 r.observed.clone(),
-                r.action.clone(),
-                r.reason.clone().unwrap_or_else(|| "-".into()),
+                r.action.to_string(),
+                r.reason
+                    .as_ref()
+                    .map_or_else(|| "-".into(), ToString::to_string),
             ]);
         }
         for line in t.render(output::width()) {

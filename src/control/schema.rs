@@ -408,7 +408,7 @@ mod tests {
 
     #[test]
     fn the_gc_report_schema_is_the_library_report() {
-        let report = latch_client::GcReport::new("a", "exited", "removed");
+        let report = latch_client::GcReport::new("a", "exited", latch_client::GcAction::Removed);
         let v = serde_json::to_value(&report).unwrap();
         let mut have: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         have.sort();

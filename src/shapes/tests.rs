@@ -244,7 +244,7 @@ fn result_shapes(t: &mut Table) {
         owner: None,
     };
     t.check("verdict", &verdict, &verdict);
-    let report = latch_client::GcReport::new("a", "exited", "removed");
+    let report = latch_client::GcReport::new("a", "exited", latch_client::GcAction::Removed);
     t.check("gc report", &report, &report);
     let dir = LegacyDirJson {
         dir: "/d".into(),

@@ -30,7 +30,9 @@ impl Screen {
     pub(crate) fn cut(self, term: &mut screen::Emulator) -> Bytes {
         match self {
             Self::Repaint => screen::attach_snapshot(term),
-            Self::LegacyPeek { plain, full } => screen::legacy_peek_snapshot(term, plain, full),
+            Self::LegacyPeek { plain, full } => {
+                screen::legacy_peek_snapshot(term, screen::View::new(plain, full))
+            }
         }
     }
 }

@@ -20,8 +20,8 @@ impl Session {
         let captured = {
             let mut term = self.term.borrow_mut();
             (
-                screen::capture(&mut term, false, false, max),
-                screen::capture(&mut term, true, false, max),
+                screen::capture(&mut term, screen::View::new(false, false), max),
+                screen::capture(&mut term, screen::View::new(true, false), max),
             )
         };
         self.settle();
@@ -83,7 +83,8 @@ impl Session {
 
     /// Strict PEEK: one SCREEN (a legacy PEEK is a subscription, [`join`]).
     pub fn peek(&self, client: &Peer, plain: bool, full: bool) {
-        let snapshot = screen::peek_snapshot(&mut self.term.borrow_mut(), plain, full);
+        let snapshot =
+            screen::peek_snapshot(&mut self.term.borrow_mut(), screen::View::new(plain, full));
         self.settle();
         let peek = latch_wire::PeekRequest { plain, full };
         client.send_screen(Outbound::Strict(ServerFrame::Screen(snapshot)), peek);
@@ -113,10 +114,10 @@ impl Session {
             rows,
             cols,
             exit,
-            plain: screen::capture(&mut term, true, false, MAX),
-            ansi: screen::capture(&mut term, false, false, MAX),
-            full_plain: screen::capture(&mut term, true, true, MAX),
-            full_ansi: screen::capture(&mut term, false, true, MAX),
+            plain: screen::capture(&mut term, screen::View::new(true, false), MAX),
+            ansi: screen::capture(&mut term, screen::View::new(false, false), MAX),
+            full_plain: screen::capture(&mut term, screen::View::new(true, true), MAX),
+            full_ansi: screen::capture(&mut term, screen::View::new(false, true), MAX),
         }
     }
 

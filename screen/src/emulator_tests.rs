@@ -282,7 +282,7 @@ fn a_huge_title_is_capped_and_the_terminal_keeps_working() {
     let t = &titles[0];
     assert!(t.len() <= crate::TITLE_MAX && t.len() >= crate::TITLE_MAX - 2);
     assert!(t.chars().all(|c| c == '\u{e9}'));
-    assert!(crate::capture(&mut e, true, false, 1 << 20).contains("after"));
+    assert!(crate::capture(&mut e, crate::View::PLAIN, 1 << 20).contains("after"));
 }
 
 #[test]

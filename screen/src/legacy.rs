@@ -89,7 +89,9 @@ fn kitty_flags(mode: TermMode) -> u8 {
 }
 
 /// pty's PEEK screen (module table).
-pub fn legacy_peek_snapshot(term: &mut Emulator, plain: bool, full: bool) -> Bytes {
+pub fn legacy_peek_snapshot(term: &mut Emulator, view: crate::View) -> Bytes {
+    let plain = view.form == crate::Form::Plain;
+    let full = view.extent == crate::Extent::Scrollback;
     term.flush();
     let text = if plain {
         plain_text(term, full)
@@ -721,12 +723,12 @@ mod tests {
         for (input, plain, ansi) in CASES {
             let mut t = term(input);
             assert_eq!(
-                text(legacy_peek_snapshot(&mut t, true, false)),
+                text(legacy_peek_snapshot(&mut t, crate::View::new(true, false))),
                 *plain,
                 "{input:?}"
             );
             assert_eq!(
-                text(legacy_peek_snapshot(&mut t, false, false)),
+                text(legacy_peek_snapshot(&mut t, crate::View::new(false, false))),
                 *ansi,
                 "{input:?}"
             );
@@ -737,11 +739,11 @@ mod tests {
     fn full_adds_the_scrollback() {
         let mut t = term(b"l1\r\nl2\r\nl3\r\nl4\r\nl5\r\nl6");
         assert_eq!(
-            text(legacy_peek_snapshot(&mut t, true, true)),
+            text(legacy_peek_snapshot(&mut t, crate::View::new(true, true))),
             "l1\nl2\nl3\nl4\nl5\nl6"
         );
         assert_eq!(
-            text(legacy_peek_snapshot(&mut t, false, true)),
+            text(legacy_peek_snapshot(&mut t, crate::View::new(false, true))),
             "l1\r\nl2\r\nl3\r\nl4\r\nl5\r\nl6"
         );
     }
@@ -750,7 +752,7 @@ mod tests {
     fn ansi_peek_never_clears_or_moves_absolutely() {
         for (input, _, _) in CASES {
             let mut t = term(input);
-            let ansi = text(legacy_peek_snapshot(&mut t, false, false));
+            let ansi = text(legacy_peek_snapshot(&mut t, crate::View::new(false, false)));
             assert!(
                 !ansi.contains("\x1b[2J") && !ansi.contains("\x1b[J"),
                 "{ansi:?}"

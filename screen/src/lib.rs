@@ -117,14 +117,76 @@ pub fn attach_snapshot(term: &mut Emulator) -> Bytes {
     Bytes::from(out)
 }
 
+/// What a text capture shows (SPEC §4.4): plain text or line-based ANSI, of the
+/// visible screen or of the scrollback and the screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    /// Its form.
+    pub form: Form,
+    /// How much of the session it covers.
+    pub extent: Extent,
+}
+
+/// A capture's form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Text, escapes stripped.
+    Plain,
+    /// Line-based ANSI (SGR kept).
+    Ansi,
+}
+
+/// A capture's extent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// The visible screen.
+    Screen,
+    /// The scrollback, then the screen.
+    Scrollback,
+}
+
+impl View {
+    /// The visible screen as plain text.
+    pub const PLAIN: Self = Self::new(true, false);
+    /// The visible screen as line-based ANSI.
+    pub const ANSI: Self = Self::new(false, false);
+
+    /// The view a wire frame's two flags name (SPEC §4.1's PEEK).
+    pub const fn new(plain: bool, full: bool) -> Self {
+        Self {
+            form: if plain { Form::Plain } else { Form::Ansi },
+            extent: if full {
+                Extent::Scrollback
+            } else {
+                Extent::Screen
+            },
+        }
+    }
+
+    /// The same form over the scrollback too.
+    pub const fn full(self) -> Self {
+        Self {
+            form: self.form,
+            extent: Extent::Scrollback,
+        }
+    }
+
+    fn flags(self) -> (bool, bool) {
+        (
+            matches!(self.form, Form::Plain),
+            matches!(self.extent, Extent::Scrollback),
+        )
+    }
+}
+
 /// The PEEK snapshot (see the module table).
-pub fn peek_snapshot(term: &mut Emulator, plain: bool, full: bool) -> Bytes {
-    Bytes::from(capture(term, plain, full, SCREEN_MAX))
+pub fn peek_snapshot(term: &mut Emulator, view: View) -> Bytes {
+    Bytes::from(capture(term, view, SCREEN_MAX))
 }
 
 /// A PEEK capture as text, keeping at most `max` bytes (its newest whole lines).
-pub fn capture(term: &mut Emulator, plain: bool, full: bool, max: usize) -> String {
-    let text = match (plain, full) {
+pub fn capture(term: &mut Emulator, view: View, max: usize) -> String {
+    let text = match view.flags() {
         (true, full) => term.plain(full),
         (false, full) => {
             let capture = term.formatted_lines(full);
@@ -167,9 +229,9 @@ mod tests {
     fn plain_and_formatted_visible() {
         let mut p = parser(4, 20, 100);
         p.process(b"one\r\n\x1b[1mtwo\x1b[m\r\nthree");
-        let plain = peek_snapshot(&mut p, true, false);
+        let plain = peek_snapshot(&mut p, View::PLAIN);
         assert_eq!(&plain[..], b"one\ntwo\nthree");
-        let ansi = peek_snapshot(&mut p, false, false);
+        let ansi = peek_snapshot(&mut p, View::ANSI);
         let ansi = std::str::from_utf8(&ansi).unwrap();
         // Line-based: SGR only, one line per row, never a cursor move or a clear.
         assert_eq!(ansi, "\x1b[mone\n\x1b[0;1mtwo\x1b[m\nthree\x1b[m");
@@ -192,12 +254,12 @@ mod tests {
         for i in 0..10 {
             p.process(format!("line {i}\r\n").as_bytes());
         }
-        let visible = peek_snapshot(&mut p, true, false);
+        let visible = peek_snapshot(&mut p, View::PLAIN);
         assert!(!String::from_utf8_lossy(&visible).contains("line 0"));
-        let full = peek_snapshot(&mut p, true, true);
+        let full = peek_snapshot(&mut p, View::PLAIN.full());
         let want: Vec<String> = (0..10).map(|i| format!("line {i}")).collect();
         assert_eq!(String::from_utf8_lossy(&full), want.join("\n"));
-        let ansi = peek_snapshot(&mut p, false, true);
+        let ansi = peek_snapshot(&mut p, View::ANSI.full());
         let ansi = String::from_utf8_lossy(&ansi);
         assert!(ansi.starts_with(RESET) && ansi.ends_with(RESET));
         assert!(ansi.contains("line 0\nline 1"));
@@ -209,7 +271,7 @@ mod tests {
         for i in 0..50 {
             p.process(format!("{i}\r\n").as_bytes());
         }
-        let full = peek_snapshot(&mut p, true, true);
+        let full = peek_snapshot(&mut p, View::PLAIN.full());
         assert_eq!(String::from_utf8_lossy(&full).lines().count(), 6);
     }
 

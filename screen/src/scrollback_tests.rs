@@ -16,7 +16,7 @@ fn captures(e: &mut Emulator) -> Vec<(String, Vec<u8>)> {
         ("repaint".into(), crate::attach_snapshot(e).to_vec()),
         (
             "capture".into(),
-            capture(e, false, true, 1 << 20).into_bytes(),
+            capture(e, crate::View::ANSI.full(), 1 << 20).into_bytes(),
         ),
         (
             "lines".into(),
@@ -28,7 +28,7 @@ fn captures(e: &mut Emulator) -> Vec<(String, Vec<u8>)> {
     for (plain, full) in [(true, true), (false, true), (true, false), (false, false)] {
         out.push((
             format!("legacy plain={plain} full={full}"),
-            legacy_peek_snapshot(e, plain, full).to_vec(),
+            legacy_peek_snapshot(e, crate::View::new(plain, full)).to_vec(),
         ));
     }
     out

@@ -6,7 +6,7 @@
 use latch_screen::{peek_snapshot, Emulator};
 
 fn peek(term: &mut Emulator, plain: bool) -> String {
-    String::from_utf8(peek_snapshot(term, plain, false).to_vec()).unwrap()
+    String::from_utf8(peek_snapshot(term, latch_screen::View::new(plain, false)).to_vec()).unwrap()
 }
 
 /// The lines of a capture with its SGR sequences removed.

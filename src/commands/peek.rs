@@ -159,7 +159,7 @@ pub(crate) fn follow_attached(
     let render = |rows: u16, cols: u16, repaint: &[u8]| {
         let mut emu = latch_screen::Emulator::new(rows, cols, 0);
         emu.process(repaint);
-        latch_screen::capture(&mut emu, plain, false, usize::MAX)
+        latch_screen::capture(&mut emu, latch_screen::View::new(plain, false), usize::MAX)
     };
     let (mut rows, mut cols) = (attached.rows, attached.cols);
     print_screen(render(rows, cols, &attached.screen).as_bytes())?;

@@ -154,7 +154,7 @@ pub fn block_signals() -> Result<SigSet, ClientError> {
     }
     handled
         .thread_block()
-        .map_err(|e| ClientError::Other(format!("sigmask: {e}")))?;
+        .map_err(|e| ClientError::failed("sigmask", e))?;
     Ok(handled)
 }
 
@@ -226,7 +226,7 @@ pub fn attach_bound(
     let _ = stdout.write_all(&attached.screen);
     let _ = stdout.flush();
     let signals = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-        .map_err(|e| ClientError::Other(format!("signalfd: {e}")))?;
+        .map_err(|e| ClientError::failed("signalfd", e))?;
     let mut serve = Serve {
         session: &session,
         guard,
@@ -355,7 +355,7 @@ impl Serve<'_> {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => {
                 restore(self.guard.saved.as_ref());
-                return Err(ClientError::Other(format!("poll: {e}")));
+                return Err(ClientError::failed("poll", e));
             }
         }
         let ready = |fd: &PollFd<'_>| {

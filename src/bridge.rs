@@ -205,7 +205,7 @@ fn ls(req: LsRequest) -> Result<Vec<serde_json::Value>, ClientError> {
         .iter()
         .map(|e| serde_json::to_value(registry_ops::ls_entry(e)))
         .collect::<Result<_, _>>()
-        .map_err(|e| ClientError::Other(e.to_string()))
+        .map_err(|e| ClientError::failed("", e))
 }
 
 fn patch(req: PatchRequest) -> Result<PatchedAnswer, ClientError> {
@@ -292,7 +292,7 @@ fn read_request(stdin: &mut impl Read) -> Result<Request, ClientError> {
             }
             Ok(_) => buf.push(b[0]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(ClientError::Other(format!("stdin: {e}"))),
+            Err(e) => return Err(ClientError::failed("stdin", e)),
         }
     }
     latch_client::remote::proto::decode_request(&buf).map_err(|e| {
@@ -416,14 +416,14 @@ fn create(
             (target.session, sessions::created_json(&target.record))
         }
     };
-    let value = serde_json::to_value(shape).map_err(|e| ClientError::Other(e.to_string()))?;
+    let value = serde_json::to_value(shape).map_err(|e| ClientError::failed("", e))?;
     Ok((session.to_string(), value))
 }
 
 /// Copies stdin to the socket and the socket to stdout, unbuffered, until the
 /// daemon closes (or stdout does); stdin's end is passed on as a half close.
 fn relay(socket: UnixStream) -> Result<i32, ClientError> {
-    let io = |e: std::io::Error| ClientError::Other(e.to_string());
+    let io = |e: std::io::Error| ClientError::failed("", e);
     let mut to_daemon = socket.try_clone().map_err(io)?;
     std::thread::spawn(move || {
         let mut stdin = std::fs::File::from(

@@ -37,8 +37,7 @@ pub(crate) fn usage(msg: impl Into<String>) -> ClientError {
 /// Opens the registry (`--root`, else the defaults of SPEC.md §9.1).
 pub(crate) fn open(root: Option<&PathBuf>) -> Result<Client, ClientError> {
     let root = resolve_root(root.map(PathBuf::as_path))?;
-    let exe =
-        std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| ClientError::failed("current_exe", e))?;
     Client::open(&root, exe)
 }
 

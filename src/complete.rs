@@ -39,7 +39,7 @@ pub fn script(shell: Shell) -> Result<i32, ClientError> {
     let mut buf = Vec::new();
     completer
         .write_registration(COMPLETE_VAR, "latch", "latch", "latch", &mut buf)
-        .map_err(|e| ClientError::Other(e.to_string()))?;
+        .map_err(|e| ClientError::failed("", e))?;
     write_stdout(&buf)
 }
 
@@ -48,7 +48,7 @@ pub fn man() -> Result<i32, ClientError> {
     let mut buf = Vec::new();
     clap_mangen::Man::new(Cli::command())
         .render(&mut buf)
-        .map_err(|e| ClientError::Other(e.to_string()))?;
+        .map_err(|e| ClientError::failed("", e))?;
     write_stdout(&buf)
 }
 

@@ -385,8 +385,8 @@ fn publish(
         symlink_at(dir, &format!("{id}.sock"), &target)
             .map_err(|e| io_err(format!("link {id}.sock"), e))?;
     }
-    let json = serde_json::to_vec_pretty(&metadata(record))
-        .map_err(|e| ClientError::Other(e.to_string()))?;
+    let json =
+        serde_json::to_vec_pretty(&metadata(record)).map_err(|e| ClientError::failed("", e))?;
     if old != json {
         write_at(dir, &format!("{id}.json"), &json)
             .map_err(|e| io_err(format!("write {id}.json"), e))?;

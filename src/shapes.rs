@@ -64,7 +64,7 @@ impl From<&ClientError> for ErrorJson {
 
 /// Prints one shape as a JSON line on stdout.
 pub fn print<T: Serialize>(value: &T) -> Result<(), ClientError> {
-    let line = serde_json::to_string(value).map_err(|e| ClientError::Other(e.to_string()))?;
+    let line = serde_json::to_string(value).map_err(|e| ClientError::failed("", e))?;
     println!("{line}");
     Ok(())
 }

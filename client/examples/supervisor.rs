@@ -57,7 +57,7 @@ fn parse_args() -> Result<Args, String> {
 
 fn run(args: &Args) -> Result<(), ClientError> {
     let client = Client::open(&args.root, args.latch.clone())?;
-    std::fs::create_dir_all(&args.state).map_err(|e| ClientError::Other(e.to_string()))?;
+    std::fs::create_dir_all(&args.state).map_err(|e| ClientError::failed("", e))?;
 
     // Start every job and keep its receipt: the receipt, not the id, is what the
     // supervisor acts on later.

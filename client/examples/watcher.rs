@@ -26,7 +26,7 @@ fn run(root: PathBuf, latch: PathBuf, reference: &str, out: PathBuf) -> Result<i
         .attach(0, 0, AttachMode::ReadOnly)?;
     // Attached: from here on, nothing the program prints is missed.
     eprintln!("watching {} into {}", target.session, out.display());
-    let io = |e: std::io::Error| ClientError::Other(format!("{}: {e}", out.display()));
+    let io = |e: std::io::Error| ClientError::failed(out.display().to_string(), e);
     let mut file = std::fs::File::create(&out).map_err(io)?;
     file.write_all(&attached.screen).map_err(io)?;
     let mut reader = attached.reader;

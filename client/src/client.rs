@@ -292,7 +292,7 @@ impl Client {
         };
         let cwd = match new.cwd {
             Some(c) => c,
-            None => std::env::current_dir().map_err(|e| ClientError::Other(e.to_string()))?,
+            None => std::env::current_dir().map_err(|e| ClientError::failed("", e))?,
         };
         // Stored canonical (SPEC.md §9.3): the record outlives the creator's working
         // directory, and gc tests it from wherever gc runs.

@@ -86,7 +86,7 @@ impl FrameReader {
     fn set_timeout(&self, t: Option<Duration>) -> Result<(), ClientError> {
         self.stream
             .set_read_timeout(t)
-            .map_err(|e| ClientError::Other(e.to_string()))
+            .map_err(|e| ClientError::failed("", e))
     }
 }
 
@@ -123,10 +123,8 @@ impl Connection {
         stream
             .set_read_timeout(Some(timeout))
             .and_then(|()| stream.set_write_timeout(Some(timeout)))
-            .map_err(|e| ClientError::Other(e.to_string()))?;
-        let write_half = stream
-            .try_clone()
-            .map_err(|e| ClientError::Other(e.to_string()))?;
+            .map_err(|e| ClientError::failed("", e))?;
+        let write_half = stream.try_clone().map_err(|e| ClientError::failed("", e))?;
         let (inbox, outbox) = proto::halves();
         let mut writer = FrameWriter {
             stream: write_half,

@@ -62,11 +62,11 @@ pub(crate) fn spawn_daemon(
     spec: &CreateSpec,
 ) -> Result<Created, ClientError> {
     registry.check_new_id(&spec.id)?;
-    let json = serde_json::to_string(spec).map_err(|e| ClientError::Other(e.to_string()))?;
+    let json = serde_json::to_string(spec).map_err(|e| ClientError::failed("", e))?;
     // No-follow, non-blocking, regular files only (SPEC §9.1): a FIFO planted at
     // the log never blocks the creator.
     let log = latch_registry::file::open_append(&registry.log_path(&spec.id), 0o600)
-        .map_err(|e| ClientError::Other(format!("open daemon log: {e}")))?;
+        .map_err(|e| ClientError::failed("open daemon log", e))?;
     let mut cmd = Command::new(program);
     // The spec travels over stdin, never argv: /proc/PID/cmdline is world-readable
     // and the spec carries the program's environment.
@@ -154,8 +154,10 @@ pub(crate) fn spawn_daemon(
 /// Adds the failed daemon's last log lines (if any) to `e`.
 fn with_log(e: ClientError, log: Option<String>) -> ClientError {
     match (e, log) {
-        (ClientError::Other(m), Some(log)) if !log.trim().is_empty() => {
-            ClientError::Other(format!("{m}; its log ended with: {}", log.trim()))
+        (e @ (ClientError::Other(_) | ClientError::Failed { .. }), Some(log))
+            if !log.trim().is_empty() =>
+        {
+            ClientError::Other(format!("{e}; its log ended with: {}", log.trim()))
         }
         (e, _) => e,
     }
@@ -214,11 +216,11 @@ fn read_line_with_deadline(
             Ok(0) => continue,
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(ClientError::Other(format!("poll: {e}"))),
+            Err(e) => return Err(ClientError::failed("poll", e)),
         }
         let n = pipe
             .read(&mut chunk)
-            .map_err(|e| ClientError::Other(format!("read readiness pipe: {e}")))?;
+            .map_err(|e| ClientError::failed("read readiness pipe", e))?;
         if n == 0 {
             break;
         }

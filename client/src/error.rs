@@ -183,9 +183,29 @@ pub enum ClientError {
     },
     /// Anything else.
     Other(String),
+    /// Something latch called failed (a system call, a thread, an encoder): the
+    /// context, and that error kept as the source.
+    Failed {
+        /// What was being done (may be empty).
+        context: String,
+        /// The error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl ClientError {
+    /// `source` failed while doing `context` (class `other`, exit 1), kept as the
+    /// error's source.
+    pub fn failed(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Failed {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
     /// A daemon could not be reached, or a read degraded.
     pub fn unreachable(cause: UnreachableCause, detail: impl Into<String>) -> Self {
         Self::Unreachable {
@@ -234,7 +254,7 @@ impl ClientError {
             Self::Refused(_) => Class::Refused,
             Self::TimedOut(_) => Class::TimedOut,
             Self::Exists(_) => Class::Exists,
-            Self::Other(_) => Class::Other,
+            Self::Other(_) | Self::Failed { .. } => Class::Other,
             Self::Create { kind, .. } => match kind {
                 FailureKind::Exists => Class::Exists,
                 FailureKind::Busy => Class::Busy,
@@ -379,6 +399,8 @@ impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Usage(m) | Self::Other(m) => f.write_str(m),
+            Self::Failed { context, source } if context.is_empty() => write!(f, "{source}"),
+            Self::Failed { context, source } => write!(f, "{context}: {source}"),
             Self::NotFound(what) => write!(f, "no session {what}"),
             Self::Replaced {
                 id,
@@ -455,6 +477,7 @@ impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Registry(e) => Some(e),
+            Self::Failed { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }

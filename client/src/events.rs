@@ -124,14 +124,14 @@ impl Client {
     /// watch is in place before the first read, so nothing appended in between is
     /// missed.
     pub fn follow_events(&self, scope: EventScope) -> Result<EventFollower<'_>, ClientError> {
-        let inotify = Inotify::init(InitFlags::IN_CLOEXEC)
-            .map_err(|e| ClientError::Other(format!("inotify: {e}")))?;
+        let inotify =
+            Inotify::init(InitFlags::IN_CLOEXEC).map_err(|e| ClientError::failed("inotify", e))?;
         inotify
             .add_watch(
                 self.registry().root(),
                 AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO,
             )
-            .map_err(|e| ClientError::Other(format!("inotify watch: {e}")))?;
+            .map_err(|e| ClientError::failed("inotify watch", e))?;
         let stream = |id, only| Stream {
             id,
             only,
@@ -231,7 +231,7 @@ impl EventFollower<'_> {
                 let _ = self.inotify.read_events();
                 Ok(true)
             }
-            Err(e) => Err(ClientError::Other(format!("poll: {e}"))),
+            Err(e) => Err(ClientError::failed("poll", e)),
         }
     }
 

@@ -264,7 +264,7 @@
 //! # use doc::*;
 //! # let (_scratch, client) = scratch_client();
 //! use std::time::Duration;
-//! use latch_client::{EventScope, GcOptions, NewSession};
+//! use latch_client::{EventScope, GcAction, GcOptions, NewSession};
 //!
 //! let mut new = NewSession::default();
 //! new.command = vec!["true".into()];
@@ -280,11 +280,11 @@
 //! let mut opts = GcOptions::default();
 //! opts.dry_run = true;
 //! let report = client.gc(&opts)?;
-//! assert_eq!(report[0].action, "would-remove");
+//! assert_eq!(report[0].action, GcAction::WouldRemove);
 //!
 //! opts.dry_run = false;
 //! let report = client.gc(&opts)?;
-//! assert_eq!((report[0].id.as_str(), report[0].action.as_str()), (session.id.as_str(), "removed"));
+//! assert_eq!((report[0].id.as_str(), report[0].action), (session.id.as_str(), GcAction::Removed));
 //! assert!(client.list()?.is_empty());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -90,8 +90,7 @@ impl Receipt {
 
     /// Writes the receipt atomically with mode 0600 (SPEC.md §9.10).
     pub fn write(&self, path: &Path) -> Result<(), ClientError> {
-        let bytes =
-            serde_json::to_vec_pretty(self).map_err(|e| ClientError::Other(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| ClientError::failed("", e))?;
         write_atomic(path, &bytes).map_err(ClientError::from)
     }
 }

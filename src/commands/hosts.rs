@@ -286,6 +286,6 @@ fn host_down(
         status,
         error: e.to_string(),
     })
-    .map_err(|e| ClientError::Other(e.to_string()))?;
+    .map_err(|e| ClientError::failed("", e))?;
     Ok((row, value))
 }

@@ -151,8 +151,8 @@ pub(crate) fn daemon(root: PathBuf, spec: Option<String>) -> Result<i32, ClientE
         }
     };
     // From here on stdin is /dev/null, as the daemon expects.
-    let null = std::fs::File::open("/dev/null").map_err(|e| ClientError::Other(e.to_string()))?;
-    nix::unistd::dup2_stdin(&null).map_err(|e| ClientError::Other(format!("dup2: {e}")))?;
+    let null = std::fs::File::open("/dev/null").map_err(|e| ClientError::failed("", e))?;
+    nix::unistd::dup2_stdin(&null).map_err(|e| ClientError::failed("dup2", e))?;
     // Closed now: the daemon closes every fd above 2 first (SPEC §9.6), and a File
     // still owning one would close it again at exit, after the runtime reused it.
     drop(null);
@@ -165,6 +165,6 @@ pub(crate) fn daemon(root: PathBuf, spec: Option<String>) -> Result<i32, ClientE
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Parent { .. }) => Ok(0),
         Ok(nix::unistd::ForkResult::Child) => Ok(latch_daemon::run(root, spec)),
-        Err(e) => Err(ClientError::Other(format!("fork: {e}"))),
+        Err(e) => Err(ClientError::failed("fork", e)),
     }
 }

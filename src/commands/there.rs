@@ -91,7 +91,7 @@ pub(crate) fn new_there(
 /// `new`'s arguments for the host's create: as parsed here, detached, less the
 /// receipt (written here) and the detach key (used here).
 pub(crate) fn create_spec(args: &NewArgs) -> Result<serde_json::Value, ClientError> {
-    let mut spec = serde_json::to_value(args).map_err(|e| ClientError::Other(e.to_string()))?;
+    let mut spec = serde_json::to_value(args).map_err(|e| ClientError::failed("", e))?;
     if let Some(o) = spec.as_object_mut() {
         o.insert("detached".into(), true.into());
         o.insert("receipt".into(), serde_json::Value::Null);
@@ -246,7 +246,7 @@ pub(crate) fn run_there(
         root,
         json,
         receipt: route.receipt.clone(),
-        command: serde_json::to_value(&command).map_err(|e| ClientError::Other(e.to_string()))?,
+        command: serde_json::to_value(&command).map_err(|e| ClientError::failed("", e))?,
     });
     let there = remote::remote(route.host());
     let (_, code, _) = remote::request(&there, op, remote::V2, None, remote::Sink::Stdout)?;
@@ -308,7 +308,7 @@ fn ls_v1(host: &Host, args: Vec<String>) -> Result<Vec<serde_json::Value>, Clien
     })?;
     if let Some(err) = value.get("error") {
         let body: crate::shapes::ErrorBodyOwned = serde_json::from_value(err.clone())
-            .map_err(|e| ClientError::Other(format!("host {host}: {e}")))?;
+            .map_err(|e| ClientError::failed(format!("host {host}"), e))?;
         return Err(body.relayed(host));
     }
     match value {

@@ -32,7 +32,7 @@ pub(crate) fn parse<T: DeserializeOwned + JsonSchema>(params: Value) -> Result<T
 }
 
 pub(super) fn to_value<T: Serialize>(v: &T) -> Reply {
-    serde_json::to_value(v).map_err(|e| ClientError::Other(e.to_string()).into())
+    serde_json::to_value(v).map_err(|e| ClientError::failed("", e).into())
 }
 
 pub(super) fn usage(msg: impl Into<String>) -> Failure {

@@ -385,8 +385,7 @@ impl Server {
         // With --host, --root names the host's registry; this one is the default.
         let local = if there.is_some() { None } else { root };
         let root = latch_registry::root::resolve_root(local.map(PathBuf::as_path))?;
-        let exe =
-            std::env::current_exe().map_err(|e| ClientError::Other(format!("current_exe: {e}")))?;
+        let exe = std::env::current_exe().map_err(|e| ClientError::failed("current_exe", e))?;
         Ok(Arc::new(Self {
             there,
             base: Client::open(&root, exe.clone())?,
@@ -421,7 +420,7 @@ pub fn run(
 ) -> Result<i32, ClientError> {
     if args.schema {
         let text = serde_json::to_string_pretty(&schema::document())
-            .map_err(|e| ClientError::Other(e.to_string()))?;
+            .map_err(|e| ClientError::failed("", e))?;
         println!("{text}");
         return Ok(latch_client::exit::OK);
     }
@@ -437,7 +436,7 @@ pub fn run(
             .as_fd()
             .try_clone_to_owned()
             .map(std::fs::File::from)
-            .map_err(|e| ClientError::Other(format!("stdout: {e}")))?
+            .map_err(|e| ClientError::failed("stdout", e))?
     };
     std::thread::Builder::new()
         .name("control-out".into())
@@ -448,7 +447,7 @@ pub fn run(
             let _ = out.flush();
             std::process::exit(141);
         })
-        .map_err(|e| ClientError::Other(format!("thread: {e}")))?;
+        .map_err(|e| ClientError::failed("thread", e))?;
     let mut stdin = BufReader::with_capacity(64 * 1024, std::io::stdin().lock());
     let mut buf = Vec::new();
     loop {

@@ -345,7 +345,7 @@ fn open(server: &Arc<Server>, params: Value, id: &Value) -> Result<(), Failure> 
             incarnation,
             output_cursor: since,
         })
-        .map_err(|e| latch_client::ClientError::Other(e.to_string()).into()),
+        .map_err(|e| latch_client::ClientError::failed("", e).into()),
     );
     let stream = Stream {
         server: server.clone(),
@@ -368,7 +368,7 @@ fn open(server: &Arc<Server>, params: Value, id: &Value) -> Result<(), Failure> 
         .name("control-sub".into())
         .spawn(move || run(stream, reader, ring, cut.cursor, events, cancelled))
         .map(|_| ())
-        .map_err(|e| latch_client::ClientError::Other(format!("thread: {e}")).into())
+        .map_err(|e| latch_client::ClientError::failed("thread", e).into())
 }
 
 /// How long the events thread sleeps between checks for cancellation.

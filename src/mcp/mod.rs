@@ -35,16 +35,16 @@ pub fn run(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| ClientError::Other(format!("runtime: {e}")))?;
+        .map_err(|e| ClientError::failed("runtime", e))?;
     rt.block_on(async move {
         let service = latch
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|e| ClientError::Other(format!("mcp: {e}")))?;
+            .map_err(|e| ClientError::failed("mcp", e))?;
         service
             .waiting()
             .await
-            .map_err(|e| ClientError::Other(format!("mcp: {e}")))?;
+            .map_err(|e| ClientError::failed("mcp", e))?;
         Ok::<_, ClientError>(())
     })?;
     Ok(latch_client::exit::OK)

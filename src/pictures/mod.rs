@@ -119,7 +119,7 @@ impl From<PictureError> for ClientError {
                 "a PNG is not written to a terminal: give --out FILE, or redirect stdout".into(),
             ),
             PictureError::Capture(e) => ClientError::protocol(Mismatch::BadFrame, e.to_string()),
-            PictureError::Render(e) => ClientError::Other(format!("cannot draw the PNG: {e}")),
+            PictureError::Render(e) => ClientError::failed("cannot draw the PNG", e),
             PictureError::Write(path, e) => {
                 ClientError::Other(format!("cannot write {}: {e}", path.display()))
             }

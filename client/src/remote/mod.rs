@@ -600,8 +600,8 @@ pub fn request(
         child,
         tail,
     };
-    let req = serde_json::to_string(&request_of(op, asked))
-        .map_err(|e| ClientError::Other(e.to_string()))?;
+    let req =
+        serde_json::to_string(&request_of(op, asked)).map_err(|e| ClientError::failed("", e))?;
     let _ = input.write_all(format!("{req}\n").as_bytes());
     match stdin {
         // A writer of its own: the bridge may answer before it has read it all.
@@ -623,7 +623,7 @@ pub fn request(
     line.pop();
     let version = check_header(host, &line, asked)?;
     let mut captured = Vec::new();
-    let io = |e: std::io::Error| ClientError::Other(format!("host {host}: {e}"));
+    let io = |e: std::io::Error| ClientError::failed(format!("host {host}"), e);
     match sink {
         Sink::Capture(kind) => {
             let max = kind.max();
@@ -767,10 +767,10 @@ impl Relay {
 /// stdout, so the connection gets the same timeouts and peer checks as a local one.
 pub fn connect(remote: &Remote, req: ConnectRequest) -> Result<Relay, ClientError> {
     let host = &remote.host;
-    let (mine, theirs) = UnixStream::pair().map_err(|e| ClientError::Other(e.to_string()))?;
+    let (mine, theirs) = UnixStream::pair().map_err(|e| ClientError::failed("", e))?;
     let theirs_out: OwnedFd = theirs
         .try_clone()
-        .map_err(|e| ClientError::Other(e.to_string()))?
+        .map_err(|e| ClientError::failed("", e))?
         .into();
     let mut cmd = remote.ssh.command(host);
     cmd.stdin(Stdio::from(OwnedFd::from(theirs)))
@@ -787,7 +787,7 @@ pub fn connect(remote: &Remote, req: ConnectRequest) -> Result<Relay, ClientErro
     };
     let mut mine = mine;
     let req = serde_json::to_string(&request_of(Op::Connect(req), ANY))
-        .map_err(|e| ClientError::Other(e.to_string()))?;
+        .map_err(|e| ClientError::failed("", e))?;
     let _ = mine.write_all(format!("{req}\n").as_bytes());
     let _ = mine.set_read_timeout(Some(HEADER_TIMEOUT));
     let header = match read_line_raw(&mut mine, HEADER_MAX) {

@@ -306,7 +306,14 @@ fn a_client_that_reads_nothing_is_cut_off_after_the_stall_timeout() {
         .attach(24, 80, latch_client::AttachMode::ReadWrite)
         .unwrap();
     attached.writer.input(b"go\n").unwrap();
-    reg.wait_for_within("st", "DONE", 180);
+    // Polled with PEEK, which answers and closes: a waiting attachment of its own
+    // would be as slow a reader as the one under test on a loaded machine, and be
+    // cut off by the lowered stall timeout too.
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    while !reg.run(&["peek", "st", "--plain"]).stdout.contains("DONE") {
+        assert!(std::time::Instant::now() < deadline, "DONE never appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Now read: whatever was buffered, then the daemon's close.
     let mut reader = attached.reader;
     reader.set_timeout(Some(Duration::from_secs(30))).unwrap();

@@ -167,20 +167,22 @@ fn open_resolve(
 ) -> Result<(Client, Option<latch_wire::Incarnation>, Option<Receipt>), ClientError> {
     let owner = crate::commands::parse_owner(r.owner.as_deref())?;
     let client = open(r.root.as_deref())?.with_owner(owner);
-    let expect = r
-        .expect
-        .as_deref()
-        .map(|s| {
-            latch_wire::Incarnation::parse(s)
-                .map_err(|e| ClientError::Usage(format!("expect {s:?}: {e}")))
-        })
-        .transpose()?;
+    let expect = expect_of(r.expect.as_deref())?;
     let receipt = r
         .receipt
         .clone()
         .map(|rc| take_receipt_value(&client, rc))
         .transpose()?;
     Ok((client, expect, receipt))
+}
+
+/// A request's `expect`, an incarnation.
+fn expect_of(s: Option<&str>) -> Result<Option<latch_wire::Incarnation>, ClientError> {
+    s.map(|s| {
+        latch_wire::Incarnation::parse(s)
+            .map_err(|e| ClientError::Usage(format!("expect {s:?}: {e}")))
+    })
+    .transpose()
 }
 
 /// A receipt sent with a request, as its own registry's: it names no host, and
@@ -331,14 +333,7 @@ fn connect(req: ConnectRequest) -> Result<i32, ClientError> {
         (None, None) => return Err(ClientError::Usage("no session named".into())),
     };
     // As a local command resolves it, under --expect and the receipt (SPEC.md §9.10).
-    let expect = req
-        .expect
-        .as_deref()
-        .map(|s| {
-            latch_wire::Incarnation::parse(s)
-                .map_err(|e| ClientError::Usage(format!("expect {s:?}: {e}")))
-        })
-        .transpose()?;
+    let expect = expect_of(req.expect.as_deref())?;
     let receipt = receipt
         .map(|r| client.check_receipt(r, "sent with the request"))
         .transpose()?;

@@ -43,6 +43,60 @@ pub(crate) fn check_flags(raw: bool, json: bool) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// What [`read_since`] read: the range it covers and what the ring had dropped.
+pub(crate) struct Read {
+    pub start: u64,
+    pub end: u64,
+    pub dropped: u64,
+}
+
+/// Reads the output after `since` (SPEC §4.7), at most `max` bytes, chunk by
+/// chunk into `each` until caught up with the output as it stood when the daemon
+/// answered, or `each` returns false: `peek --since` and control's `peek` alike.
+pub(crate) fn read_since(
+    bound: &mut Bound,
+    since: u64,
+    max: u64,
+    mut each: impl FnMut(&[u8]) -> bool,
+) -> Result<Read, ClientError> {
+    let (mut cursor, mut dropped, mut start, mut left) = (since, 0u64, None, max);
+    loop {
+        let ask = u32::try_from(left.min(u64::from(CHUNK))).unwrap_or(CHUNK);
+        let range = bound.output_since(cursor, ask)?;
+        dropped += range.dropped;
+        start.get_or_insert(range.start);
+        let n = range.bytes.len() as u64;
+        cursor = range.start + n;
+        left = left.saturating_sub(n);
+        if !each(&range.bytes) || cursor >= range.end || n == 0 || left == 0 {
+            break;
+        }
+    }
+    Ok(Read {
+        start: start.unwrap_or(since),
+        end: cursor,
+        dropped,
+    })
+}
+
+/// The output shape of SPEC §10 for what was read.
+pub(crate) fn output_json(
+    session: &latch_wire::SessionRef,
+    read: &Read,
+    text: String,
+) -> OutputJson {
+    OutputJson {
+        id: session.id.to_string(),
+        incarnation: session.incarnation.to_string(),
+        output_range: RangeJson {
+            start: read.start,
+            end: read.end,
+        },
+        dropped_bytes: read.dropped,
+        output: text,
+    }
+}
+
 /// `peek --since` through a connection bound to the creation, wherever it lives
 /// (here, or behind `--host`).
 pub(crate) fn print_since(
@@ -54,37 +108,19 @@ pub(crate) fn print_since(
     let session = bound.target().clone();
     let mut plain = PlainStream::default();
     let mut text = String::new();
-    let (mut cursor, mut dropped, mut start) = (since, 0u64, None);
-    loop {
-        let range = bound.output_since(cursor, CHUNK)?;
-        dropped += range.dropped;
-        start.get_or_insert(range.start);
-        cursor = range.start + range.bytes.len() as u64;
+    let read = read_since(bound, since, u64::MAX, |bytes| {
         if raw {
-            if !crate::output::out_bytes(&range.bytes) {
-                break;
-            }
+            crate::output::out_bytes(bytes)
         } else if json {
-            text.push_str(&plain.strip(&range.bytes));
-        } else if !crate::output::out_bytes(plain.strip(&range.bytes).as_bytes()) {
-            break;
+            text.push_str(&plain.strip(bytes));
+            true
+        } else {
+            crate::output::out_bytes(plain.strip(bytes).as_bytes())
         }
-        // Caught up with the output as it stood when the daemon answered.
-        if cursor >= range.end {
-            break;
-        }
-    }
+    })?;
+    let dropped = read.dropped;
     if json {
-        shapes::print(&OutputJson {
-            id: session.id.to_string(),
-            incarnation: session.incarnation.to_string(),
-            output_range: RangeJson {
-                start: start.unwrap_or(since),
-                end: cursor,
-            },
-            dropped_bytes: dropped,
-            output: text,
-        })?;
+        shapes::print(&output_json(&session, &read, text))?;
     } else if dropped > 0 {
         eprintln!("lagged: {dropped} bytes");
     }

@@ -10,7 +10,7 @@ use super::rpc::RpcError;
 use super::schema::*;
 use super::{At, Place, Server};
 use crate::commands::sessions;
-use crate::shapes::{OutputJson, RangeJson};
+use crate::shapes::OutputJson;
 
 /// The most `peek since` gives in one answer.
 const SINCE_DEFAULT: u32 = 1 << 20;
@@ -101,28 +101,10 @@ pub(super) fn peek(server: &Server, place: &Place<'_>, t: &Found, p: PeekParams)
 fn output_since(bound: &mut Bound, since: u64, max: u32) -> Result<OutputJson, ClientError> {
     let session = bound.target().clone();
     let mut plain = latch_screen::PlainStream::default();
-    let (mut text, mut cursor, mut dropped, mut start) = (String::new(), since, 0u64, None);
-    let mut left = max;
-    loop {
-        let range = bound.output_since(cursor, left)?;
-        dropped += range.dropped;
-        start.get_or_insert(range.start);
-        let n = u32::try_from(range.bytes.len()).unwrap_or(u32::MAX);
-        cursor = range.start + u64::from(n);
-        text.push_str(&plain.strip(&range.bytes));
-        left = left.saturating_sub(n);
-        if cursor >= range.end || n == 0 || left == 0 {
-            break;
-        }
-    }
-    Ok(OutputJson {
-        id: session.id.to_string(),
-        incarnation: session.incarnation.to_string(),
-        output_range: RangeJson {
-            start: start.unwrap_or(since),
-            end: cursor,
-        },
-        dropped_bytes: dropped,
-        output: text,
-    })
+    let mut text = String::new();
+    let read = crate::commands::turns::read_since(bound, since, u64::from(max), |bytes| {
+        text.push_str(&plain.strip(bytes));
+        true
+    })?;
+    Ok(crate::commands::turns::output_json(&session, &read, text))
 }

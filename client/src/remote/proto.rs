@@ -299,7 +299,7 @@ const KNOWN: [&str; 11] = [
 ];
 
 /// Decodes the request line (without its newline), as the bridge does. A request
-/// whose one operation is not [`KNOWN`] decodes as [`Op::Unknown`].
+/// whose one operation is not one this build knows decodes as [`Op::Unknown`].
 pub fn decode_request(line: &[u8]) -> Result<Request, serde_json::Error> {
     let err = match serde_json::from_slice::<Request>(line) {
         Ok(r) => return Ok(r),

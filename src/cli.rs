@@ -363,8 +363,8 @@ impl Cli {
 }
 
 impl Command {
-    /// The REF of a command, if it takes one.
-    pub(crate) fn reference(&self) -> Option<&str> {
+    /// The target of a command that acts on one session by a `TargetArgs`.
+    pub(crate) fn target(&self) -> Option<&TargetArgs> {
         match self {
             Command::Peek { target, .. }
             | Command::Send { target, .. }
@@ -375,12 +375,22 @@ impl Command {
             | Command::Rm { target, .. }
             | Command::Tag { target, .. }
             | Command::Rename { target, .. }
-            | Command::Restart { target, .. } => Some(&target.reference),
-            Command::Cast(args) => Some(&args.target.reference),
-            Command::Emit(a) => Some(&a.target.reference),
+            | Command::Restart { target, .. } => Some(target),
+            Command::Cast(args) => Some(&args.target),
+            Command::Emit(a) => Some(&a.target),
+            Command::Run(a) => Some(&a.target),
+            Command::Commands(a) => Some(&a.target),
+            _ => None,
+        }
+    }
+
+    /// The REF of a command, if it takes one.
+    pub(crate) fn reference(&self) -> Option<&str> {
+        if let Some(t) = self.target() {
+            return Some(&t.reference);
+        }
+        match self {
             Command::Stats(a) => a.reference.as_deref(),
-            Command::Run(a) => Some(&a.target.reference),
-            Command::Commands(a) => Some(&a.target.reference),
             Command::Attach { reference, .. } | Command::Events { reference, .. } => {
                 reference.as_deref()
             }
@@ -390,22 +400,11 @@ impl Command {
 
     /// The receipt file a command acts by (`--receipt`, `receipt verify FILE`).
     pub(crate) fn receipt_file(&self) -> Option<&std::path::Path> {
+        if let Some(t) = self.target() {
+            return t.pre.receipt.as_deref();
+        }
         let pre = match self {
-            Command::Peek { target, .. }
-            | Command::Send { target, .. }
-            | Command::Wait { target, .. }
-            | Command::Resize { target, .. }
-            | Command::Status { target }
-            | Command::Kill { target, .. }
-            | Command::Rm { target, .. }
-            | Command::Tag { target, .. }
-            | Command::Rename { target, .. }
-            | Command::Restart { target, .. } => &target.pre,
-            Command::Cast(args) => &args.target.pre,
-            Command::Emit(a) => &a.target.pre,
             Command::Stats(a) => &a.pre,
-            Command::Run(a) => &a.target.pre,
-            Command::Commands(a) => &a.target.pre,
             Command::Attach { pre, .. } => pre,
             Command::Meta {
                 op: MetaOp::Patch { pre, .. },

@@ -18,6 +18,11 @@ pub(crate) mod there;
 pub(crate) mod turns;
 pub(crate) mod up;
 
+use crate::cli::{
+    AttachArgs, CompletionsArgs, DaemonArgs, EventsArgs, ExecArgs, GcArgs, KillArgs, Lazy,
+    LegacyDirArgs, LsArgs, MetaArgs, PeekArgs, ReceiptArgs, RenameArgs, ResizeArgs, RestartArgs,
+    RmArgs, SendArgs, StatusArgs, TagArgs, WaitArgs,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -95,25 +100,25 @@ fn located(
     json: bool,
 ) -> Result<Result<i32, ClientError>, Box<Command>> {
     let pre = match &command {
-        Command::Peek { target, .. }
-        | Command::Send { target, .. }
-        | Command::Wait { target, .. }
-        | Command::Resize { target, .. }
-        | Command::Status { target }
-        | Command::Kill { target, .. } => target.pre.clone(),
-        Command::Cast(a) => a.target.pre.clone(),
-        Command::Run(a) => a.target.pre.clone(),
-        Command::Commands(a) => a.target.pre.clone(),
-        Command::Attach { pre, .. } => pre.clone(),
-        Command::Tag { target, .. }
-        | Command::Rename { target, .. }
-        | Command::Rm { target, .. }
-        | Command::Restart { target, .. } => target.pre.clone(),
-        Command::Meta {
+        Command::Peek(Lazy(PeekArgs { target, .. }))
+        | Command::Send(Lazy(SendArgs { target, .. }))
+        | Command::Wait(Lazy(WaitArgs { target, .. }))
+        | Command::Resize(Lazy(ResizeArgs { target, .. }))
+        | Command::Status(Lazy(StatusArgs { target }))
+        | Command::Kill(Lazy(KillArgs { target, .. })) => target.pre.clone(),
+        Command::Cast(Lazy(a)) => a.target.pre.clone(),
+        Command::Run(Lazy(a)) => a.target.pre.clone(),
+        Command::Commands(Lazy(a)) => a.target.pre.clone(),
+        Command::Attach(Lazy(AttachArgs { pre, .. })) => pre.clone(),
+        Command::Tag(Lazy(TagArgs { target, .. }))
+        | Command::Rename(Lazy(RenameArgs { target, .. }))
+        | Command::Rm(Lazy(RmArgs { target, .. }))
+        | Command::Restart(Lazy(RestartArgs { target, .. })) => target.pre.clone(),
+        Command::Meta(Lazy(MetaArgs {
             op: MetaOp::Patch { pre, .. },
-        } => pre.clone(),
-        Command::Receipt { .. } => Preconditions::default(),
-        Command::Gc { owner, .. } => Preconditions {
+        })) => pre.clone(),
+        Command::Receipt(Lazy(ReceiptArgs { .. })) => Preconditions::default(),
+        Command::Gc(Lazy(GcArgs { owner, .. })) => Preconditions {
             owner: owner.clone(),
             ..Preconditions::default()
         },
@@ -124,15 +129,15 @@ fn located(
 
 fn act(at: &At, command: Command, json: bool) -> Result<i32, ClientError> {
     match command {
-        Command::Cast(args) => cast::run(at, &args, json),
-        Command::Attach {
+        Command::Cast(Lazy(args)) => cast::run(at, &args, json),
+        Command::Attach(Lazy(AttachArgs {
             reference,
             pre,
             read_only,
             detach_key,
             force,
             history,
-        } => sessions::attach(
+        })) => sessions::attach(
             at,
             reference.as_deref(),
             &pre,
@@ -141,7 +146,7 @@ fn act(at: &At, command: Command, json: bool) -> Result<i32, ClientError> {
             force,
             history,
         ),
-        Command::Peek {
+        Command::Peek(Lazy(PeekArgs {
             target,
             plain: _,
             ansi,
@@ -152,7 +157,7 @@ fn act(at: &At, command: Command, json: bool) -> Result<i32, ClientError> {
             since,
             raw,
             picture,
-        } => {
+        })) => {
             if let Some(format) = picture.format {
                 return crate::pictures::peek(at, &target, full, format, &picture);
             }
@@ -164,19 +169,19 @@ fn act(at: &At, command: Command, json: bool) -> Result<i32, ClientError> {
             }
             sessions::peek(at, &target, !ansi, full, wait.as_deref(), timeout.0, json)
         }
-        Command::Send {
+        Command::Send(Lazy(SendArgs {
             target,
             text,
             keys,
             deliver,
-        } if deliver.any() => {
+        })) if deliver.any() => {
             let bytes = sessions::input_bytes(&text, keys);
             send::send(at, &target, bytes, &deliver, json)
         }
-        Command::Send {
+        Command::Send(Lazy(SendArgs {
             target, text, keys, ..
-        } => sessions::send(at, &target, &text, keys),
-        Command::Wait {
+        })) => sessions::send(at, &target, &text, keys),
+        Command::Wait(Lazy(WaitArgs {
             target,
             text,
             idle,
@@ -184,7 +189,7 @@ fn act(at: &At, command: Command, json: bool) -> Result<i32, ClientError> {
             exit,
             after,
             timeout,
-        } => turns::wait(
+        })) => turns::wait(
             at,
             &target,
             &turns::condition(text, idle, prompt, exit),
@@ -192,29 +197,35 @@ fn act(at: &At, command: Command, json: bool) -> Result<i32, ClientError> {
             timeout.0,
             json,
         ),
-        Command::Run(args) => run::run(at, &args, json),
-        Command::Commands(args) => run::commands(at, &args, json),
-        Command::Resize { target, rows, cols } => sessions::resize(at, &target, rows, cols),
-        Command::Status { target } => registry_ops::status(at, &target, json),
-        Command::Kill {
+        Command::Run(Lazy(args)) => run::run(at, &args, json),
+        Command::Commands(Lazy(args)) => run::commands(at, &args, json),
+        Command::Resize(Lazy(ResizeArgs { target, rows, cols })) => {
+            sessions::resize(at, &target, rows, cols)
+        }
+        Command::Status(Lazy(StatusArgs { target })) => registry_ops::status(at, &target, json),
+        Command::Kill(Lazy(KillArgs {
             target,
             signal,
             wait,
             timeout,
-        } => lifecycle::kill(at, &target, signal, wait.then_some(timeout.0), json),
-        Command::Tag { target, tags } => registry_ops::tag(at, &target, &tags, json),
-        Command::Rename { target, name } => registry_ops::rename(at, &target, name, json),
-        Command::Meta { op } => registry_ops::meta(at, op),
-        Command::Receipt { op } => registry_ops::receipt(at, op, json),
-        Command::Rm { target, force } => lifecycle::rm(at, &target, force, json),
-        Command::Restart { target, grace } => lifecycle::restart(at, &target, grace.0, json),
-        Command::Gc {
+        })) => lifecycle::kill(at, &target, signal, wait.then_some(timeout.0), json),
+        Command::Tag(Lazy(TagArgs { target, tags })) => registry_ops::tag(at, &target, &tags, json),
+        Command::Rename(Lazy(RenameArgs { target, name })) => {
+            registry_ops::rename(at, &target, name, json)
+        }
+        Command::Meta(Lazy(MetaArgs { op })) => registry_ops::meta(at, op),
+        Command::Receipt(Lazy(ReceiptArgs { op })) => registry_ops::receipt(at, op, json),
+        Command::Rm(Lazy(RmArgs { target, force })) => lifecycle::rm(at, &target, force, json),
+        Command::Restart(Lazy(RestartArgs { target, grace })) => {
+            lifecycle::restart(at, &target, grace.0, json)
+        }
+        Command::Gc(Lazy(GcArgs {
             dry_run,
             abandoned,
             idle_days,
             grace,
             owner: _,
-        } => {
+        })) => {
             let mut opts = latch_client::GcOptions::default();
             opts.dry_run = dry_run;
             opts.abandoned_cwd = abandoned;
@@ -252,8 +263,8 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
     // location as every command (SPEC §13.8).
     let host = route.as_ref().map(|r| r.host().clone());
     let command = match command {
-        Command::Control(args) => return crate::control::run(root, host.as_ref(), &args),
-        Command::Mcp(args) => return crate::mcp::run(root, host.as_ref(), &args),
+        Command::Control(Lazy(args)) => return crate::control::run(root, host.as_ref(), &args),
+        Command::Mcp(Lazy(args)) => return crate::mcp::run(root, host.as_ref(), &args),
         other => other,
     };
     // The commands that act on one session: written once, wherever it lives.
@@ -265,29 +276,29 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
         return there::run(route, root, json, command);
     }
     match command {
-        Command::Completions { shell } => crate::complete::script(shell),
+        Command::Completions(Lazy(CompletionsArgs { shell })) => crate::complete::script(shell),
         Command::Man => crate::complete::man(),
-        Command::Daemon { root, spec } => lifecycle::daemon(root, spec),
+        Command::Daemon(DaemonArgs { root, spec }) => lifecycle::daemon(root, spec),
         Command::Bridge => Ok(crate::bridge::run()),
-        Command::New(args) => sessions::new(root, args, json),
-        Command::Ls {
+        Command::New(Lazy(args)) => sessions::new(root, args, json),
+        Command::Ls(Lazy(LsArgs {
             tags,
             status,
             owner,
-        } => registry_ops::ls(
+        })) => registry_ops::ls(
             root,
             json,
             &tags,
             status.map(crate::cli::StatusFilter::name),
             owner.as_deref(),
         ),
-        Command::Events {
+        Command::Events(Lazy(EventsArgs {
             reference,
             all,
             follow,
             wait,
             timeout,
-        } => {
+        })) => {
             let client = open(root)?;
             crate::events::run(
                 &client,
@@ -299,13 +310,17 @@ pub fn run(cli: Cli) -> Result<i32, ClientError> {
                 timeout.0,
             )
         }
-        Command::LegacyDir { dir } => registry_ops::legacy_dir(root, &dir, json),
-        Command::Exec { command } => lifecycle::exec(&command),
-        Command::Resurrect(args) => resurrect::resurrect(root, &args, json),
-        Command::Stats(args) => stats::stats(&At::open(root, None, &args.pre)?, &args, json),
-        Command::Emit(args) => emit::emit(&At::open(root, None, &args.target.pre)?, &args, json),
-        Command::Up(args) => up::up(root, &args, json),
-        Command::Down(args) => up::down(root, &args, json),
+        Command::LegacyDir(Lazy(LegacyDirArgs { dir })) => {
+            registry_ops::legacy_dir(root, &dir, json)
+        }
+        Command::Exec(Lazy(ExecArgs { command })) => lifecycle::exec(&command),
+        Command::Resurrect(Lazy(args)) => resurrect::resurrect(root, &args, json),
+        Command::Stats(Lazy(args)) => stats::stats(&At::open(root, None, &args.pre)?, &args, json),
+        Command::Emit(Lazy(args)) => {
+            emit::emit(&At::open(root, None, &args.target.pre)?, &args, json)
+        }
+        Command::Up(Lazy(args)) => up::up(root, &args, json),
+        Command::Down(Lazy(args)) => up::down(root, &args, json),
         // Given back by located() only when they do not act on one session.
         other => unreachable!("{other:?} acts on one session"),
     }

@@ -3,6 +3,7 @@
 //! only the route, the create there, the registry commands the host runs
 //! (`exec`), and the `ls` merge of several hosts.
 
+use crate::cli::{Lazy, LsArgs};
 use latch_client::{exit, ClientError, Receipt};
 use serde::Deserialize;
 
@@ -118,7 +119,7 @@ pub(crate) fn route(cli: &Cli) -> Result<Option<Route>, ClientError> {
     if hosts.is_empty() {
         return Ok(None);
     }
-    if hosts.len() > 1 && !matches!(cli.command, Some(Command::Ls { .. })) {
+    if hosts.len() > 1 && !matches!(cli.command, Some(Command::Ls(Lazy(LsArgs { .. })))) {
         return Err(usage("several hosts: only `ls` merges hosts; name one"));
     }
     Ok(Some(Route {

@@ -2,6 +2,7 @@
 //! (`connect` with `create`), and `exec` of the commands remote protocol 2 has no
 //! typed request for.
 
+use crate::cli::{CompletionsArgs, DaemonArgs, EventsArgs, ExecArgs, Lazy, LegacyDirArgs, LsArgs};
 use std::path::PathBuf;
 
 use latch_client::{exit, ClientError, Found};
@@ -26,25 +27,25 @@ pub(crate) fn run(
                 .ok_or_else(|| usage("--root is not UTF-8"))
         })
         .transpose()?;
-    if let Command::New(args) = &command {
+    if let Command::New(Lazy(args)) = &command {
         super::supervise::check_remote(&args.supervise)?;
         // The cast file is the host's: this directory means nothing there (SPEC §4.8).
         super::cast::new_spec(args.cast.as_deref(), true)?;
     }
     match command {
-        Command::Ls {
+        Command::Ls(Lazy(LsArgs {
             tags,
             status,
             owner,
-        } => super::hosts::ls(route.hosts(), root_arg, json, &tags, status, owner),
-        Command::Exec { .. }
-        | Command::Up(_)
-        | Command::Down(_)
-        | Command::Completions { .. }
+        })) => super::hosts::ls(route.hosts(), root_arg, json, &tags, status, owner),
+        Command::Exec(Lazy(ExecArgs { .. }))
+        | Command::Up(Lazy(_))
+        | Command::Down(Lazy(_))
+        | Command::Completions(Lazy(CompletionsArgs { .. }))
         | Command::Man
-        | Command::Daemon { .. }
+        | Command::Daemon(DaemonArgs { .. })
         | Command::Bridge => Err(usage("this command runs only on this host (no --host)")),
-        Command::New(args) => new_there(&route, root, &args, json),
+        Command::New(Lazy(args)) => new_there(&route, root, &args, json),
         other => run_there(&route, root_arg, json, Some(other)),
     }
 }
@@ -164,31 +165,31 @@ impl HostCommand {
         };
         Some(match command {
             None => Self::Summary,
-            Some(Command::Events {
+            Some(Command::Events(Lazy(EventsArgs {
                 reference,
                 all,
                 follow,
                 wait,
                 timeout,
-            }) => Self::Events {
+            }))) => Self::Events {
                 reference: reference.map(strip),
                 all,
                 follow,
                 wait,
                 timeout,
             },
-            Some(Command::Stats(mut a)) => {
+            Some(Command::Stats(Lazy(mut a))) => {
                 a.reference = a.reference.map(strip);
                 a.pre.receipt = None;
                 Self::Stats(a)
             }
-            Some(Command::Emit(mut a)) => {
+            Some(Command::Emit(Lazy(mut a))) => {
                 a.target.reference = strip(a.target.reference);
                 a.target.pre.receipt = None;
                 Self::Emit(a)
             }
-            Some(Command::LegacyDir { dir }) => Self::LegacyDir { dir },
-            Some(Command::Resurrect(a)) => Self::Resurrect(a),
+            Some(Command::LegacyDir(Lazy(LegacyDirArgs { dir }))) => Self::LegacyDir { dir },
+            Some(Command::Resurrect(Lazy(a))) => Self::Resurrect(a),
             Some(_) => return None,
         })
     }

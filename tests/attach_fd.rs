@@ -403,7 +403,7 @@ fn passed_descriptors_are_checked_and_extras_closed() {
     };
     let send = |s: &std::os::unix::net::UnixStream, bytes: &[u8], fds: &[i32]| {
         let cmsg = [ControlMessage::ScmRights(fds)];
-        let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &cmsg };
+        let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
         let n = sendmsg::<()>(
             s.as_raw_fd(),
             &[IoSlice::new(bytes)],

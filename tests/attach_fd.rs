@@ -98,6 +98,12 @@ fn the_daemon_serves_the_passed_terminal_and_lets_it_go() {
     reg.wait_for("fd", "typed-42");
     let (daemon, tty) = (daemon_pid(&reg, "fd"), pane_tty(&tmux));
     assert_eq!(fds_to(daemon, &tty), 1, "the daemon does not hold {tty}");
+    let shell = pane_pid(&tmux);
+    assert_eq!(
+        fd_flags(shell, 0) & O_NONBLOCK,
+        0,
+        "non-blocking while attached"
+    );
     // The PTY took the pane's size, and follows it.
     tmux.run(&["resize-window", "-t", "t", "-x", "90", "-y", "20"]);
     let mut followed = false;
@@ -414,26 +420,30 @@ fn passed_descriptors_are_checked_and_extras_closed() {
         .unwrap();
         assert_eq!(n, bytes.len());
     };
-    let read_frames =
-        |s: &mut std::os::unix::net::UnixStream, codec: &mut ClientCodec, want: usize| {
-            let mut buf = bytes::BytesMut::new();
-            let mut got = Vec::new();
-            let mut chunk = [0u8; 4096];
-            while got.len() < want {
-                while let Some(f) = codec.decode_server(&mut buf).unwrap() {
-                    got.push(f);
+    // Frames up to the first that `until` accepts; what follows stays in `buf`.
+    let read_until = |s: &mut std::os::unix::net::UnixStream,
+                      codec: &mut ClientCodec,
+                      buf: &mut bytes::BytesMut,
+                      until: &dyn Fn(&ServerFrame) -> bool| {
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            while let Some(f) = codec.decode_server(buf).unwrap() {
+                let done = until(&f);
+                got.push(f);
+                if done {
+                    return got;
                 }
-                if got.len() >= want {
-                    break;
-                }
-                let n = s.read(&mut chunk).unwrap();
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&chunk[..n]);
             }
-            got
-        };
+            let n = s.read(&mut chunk).unwrap();
+            if n == 0 {
+                return got;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    let welcome = |f: &ServerFrame| matches!(f, ServerFrame::Welcome { .. });
+    let bound = |f: &ServerFrame| matches!(f, ServerFrame::Bound { .. });
     let hello = ClientFrame::Hello {
         versions: latch_wire::SUPPORTED,
         client: "fd-test".into(),
@@ -459,7 +469,8 @@ fn passed_descriptors_are_checked_and_extras_closed() {
         &frame(&mut codec, hello.clone()),
         &[pty.slave.as_raw_fd()],
     );
-    let got = read_frames(&mut s, &mut codec, 1);
+    let mut buf = bytes::BytesMut::new();
+    let got = read_until(&mut s, &mut codec, &mut buf, &welcome);
     assert!(matches!(got[..], [ServerFrame::Welcome { .. }]), "{got:?}");
     assert_eq!(
         fds_to(daemon, &slave),
@@ -473,9 +484,10 @@ fn passed_descriptors_are_checked_and_extras_closed() {
     let mut s = connect();
     send(&s, &frame(&mut codec, hello.clone()), &[]);
     send(&s, &frame(&mut codec, bind.clone()), &[]);
-    let _ = read_frames(&mut s, &mut codec, 2);
+    let mut buf = bytes::BytesMut::new();
+    let _ = read_until(&mut s, &mut codec, &mut buf, &bound);
     send(&s, &frame(&mut codec, req(true)), &[pipe_r.as_raw_fd()]);
-    let got = read_frames(&mut s, &mut codec, 1);
+    let got = read_until(&mut s, &mut codec, &mut buf, &|_| true);
     assert!(
         matches!(
             &got[..],
@@ -499,18 +511,21 @@ fn passed_descriptors_are_checked_and_extras_closed() {
     let mut s = connect();
     send(&s, &frame(&mut codec, hello), &[]);
     send(&s, &frame(&mut codec, bind), &[]);
-    let _ = read_frames(&mut s, &mut codec, 2);
+    let mut buf = bytes::BytesMut::new();
+    let _ = read_until(&mut s, &mut codec, &mut buf, &bound);
     send(
         &s,
         &frame(&mut codec, req(true)),
         &[pty.slave.as_raw_fd(), pipe_r.as_raw_fd()],
     );
-    let got = read_frames(&mut s, &mut codec, 1);
+    let got = read_until(&mut s, &mut codec, &mut buf, &|_| true);
     assert!(matches!(got[..], [ServerFrame::Geometry { .. }]), "{got:?}");
     assert_eq!(fds_to(daemon, &slave), 1, "the terminal is not held once");
     assert_eq!(fds_to(daemon, &pipe), 0, "the extra descriptor was kept");
     send(&s, &frame(&mut codec, ClientFrame::Detach), &[]);
-    let got = read_frames(&mut s, &mut codec, 8);
+    let got = read_until(&mut s, &mut codec, &mut buf, &|f| {
+        matches!(f, ServerFrame::Detached)
+    });
     assert!(
         got.iter().any(|f| matches!(f, ServerFrame::Detached)),
         "{got:?}"

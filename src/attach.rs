@@ -184,14 +184,16 @@ pub(crate) fn interactive(
         } else {
             Vec::new()
         };
-        match crate::attach_fd::attach(handled, bound, read_only, detach_key, scrollback) {
-            crate::attach_fd::Passed::Done(r) => return r,
-            // Refused before it wrote to the terminal: relayed, on a new connection.
-            crate::attach_fd::Passed::Refused => {
-                bound = match loc.connect(found) {
-                    Ok(b) => b,
-                    Err(e) => return show_final(loc, found, e),
-                };
+        if scrollback.len() <= crate::attach_fd::HISTORY_MAX {
+            match crate::attach_fd::attach(handled, bound, read_only, detach_key, scrollback) {
+                crate::attach_fd::Passed::Done(r) => return r,
+                // Refused before it wrote to the terminal: relayed, on a new connection.
+                crate::attach_fd::Passed::Refused => {
+                    bound = match loc.connect(found) {
+                        Ok(b) => b,
+                        Err(e) => return show_final(loc, found, e),
+                    };
+                }
             }
         }
     }

@@ -20,8 +20,9 @@ pub const ENV_RELAY: &str = "LATCH_ATTACH_RELAY";
 
 /// Whether this attach may pass its terminal (SPEC §5.7): the daemon speaks
 /// version 4, stdin and stdout are one terminal, and this process's group is that
-/// terminal's foreground group (a background `latch attach &` keeps the relayed
-/// path, which the terminal stops when it reads).
+/// terminal's foreground group, or the terminal is not its controlling terminal
+/// at all (a background `latch attach &` keeps the relayed path, which the
+/// terminal stops when it reads).
 pub fn eligible(bound: &latch_client::Bound) -> bool {
     if std::env::var_os(ENV_RELAY).is_some_and(|v| !v.is_empty() && v != "0") {
         return false;
@@ -41,6 +42,10 @@ pub fn eligible(bound: &latch_client::Bound) -> bool {
         rustix::termios::tcgetpgrp(stdin).is_ok_and(|pg| pg == rustix::process::getpgrp());
     same && foreground
 }
+
+/// The most `--history` bytes ATTACH_TERMINAL carries (the frame stays within
+/// MAX_CLIENT_FRAME); a longer history attaches relayed.
+pub const HISTORY_MAX: usize = latch_wire::limits::MAX_CLIENT_FRAME - 256;
 
 /// What became of an attempt to pass the terminal.
 pub enum Passed {

@@ -15,7 +15,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::termios::{self, SetArg, Termios};
 
 /// Restores the terminal when dropped (normal return, error, or unwinding panic).
-struct RawGuard {
+pub(crate) struct RawGuard {
     saved: Option<Termios>,
 }
 
@@ -24,7 +24,7 @@ fn stdin_fd() -> BorrowedFd<'static> {
 }
 
 impl RawGuard {
-    fn enter() -> Self {
+    pub(crate) fn enter() -> Self {
         let fd = stdin_fd();
         let Ok(saved) = termios::tcgetattr(fd) else {
             return Self { saved: None }; // not a terminal: nothing to change
@@ -44,7 +44,7 @@ impl Drop for RawGuard {
 
 /// Undoes every mode the session may have set in this terminal (without clearing
 /// it), then restores the terminal settings saved at attach.
-fn restore(saved: Option<&Termios>) {
+pub(crate) fn restore(saved: Option<&Termios>) {
     if nix::unistd::isatty(std::io::stdout()).unwrap_or(false) {
         let mut out = std::io::stdout();
         let _ = out.write_all(latch_screen::RESTORE_MODES);
@@ -173,10 +173,30 @@ pub(crate) fn interactive(
     detach_key: Option<u8>,
     history_lines: usize,
 ) -> Result<i32, ClientError> {
-    let bound = match loc.connect(found) {
+    let mut bound = match loc.connect(found) {
         Ok(b) => b,
         Err(e) => return show_final(loc, found, e),
     };
+    // The terminal handed to the daemon where it can be (SPEC §5.7).
+    if loc.host().is_none() && crate::attach_fd::eligible(&bound) {
+        let scrollback = if history_lines > 0 {
+            history(&mut bound, history_lines)?
+        } else {
+            Vec::new()
+        };
+        if scrollback.len() <= crate::attach_fd::HISTORY_MAX {
+            match crate::attach_fd::attach(handled, bound, read_only, detach_key, scrollback) {
+                crate::attach_fd::Passed::Done(r) => return r,
+                // Refused before it wrote to the terminal: relayed, on a new connection.
+                crate::attach_fd::Passed::Refused => {
+                    bound = match loc.connect(found) {
+                        Ok(b) => b,
+                        Err(e) => return show_final(loc, found, e),
+                    };
+                }
+            }
+        }
+    }
     attach_bound(
         handled,
         bound,
@@ -417,7 +437,7 @@ impl Serve<'_> {
 }
 
 /// What attach says and returns once the loop is over (the terminal restored).
-fn finish(
+pub(crate) fn finish(
     session: &SessionRef,
     last_byte: Option<u8>,
     outcome: Option<latch_wire::ExitStatus>,

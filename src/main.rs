@@ -29,6 +29,7 @@ macro_rules! eprint {
 }
 
 mod attach;
+mod attach_fd;
 mod bridge;
 mod cli;
 mod commands;

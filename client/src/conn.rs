@@ -15,6 +15,9 @@ use crate::error::ClientError;
 use crate::options::{AttachMode, PeekOptions};
 use crate::proto::{self, Attachment, Inbox, Op, Outbox, Step};
 
+#[path = "conn_terminal.rs"]
+mod terminal;
+
 /// Time allowed for connect + HELLO + BIND, and for each request's answer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 

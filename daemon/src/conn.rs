@@ -130,7 +130,7 @@ enum Next {
 }
 
 async fn next_frame(
-    framed: &mut FramedRead<OwnedReadHalf, PeerDecoder>,
+    framed: &mut FramedRead<crate::terminal::FdReader, PeerDecoder>,
     client: &Peer,
     deadline: Option<Instant>,
 ) -> Next {
@@ -145,11 +145,13 @@ async fn next_frame(
     };
     tokio::select! {
         next = read => next,
+        keys = crate::terminal::next_keys(client) => Next::Frame(Some(Ok(keys))),
         () = client.stop_reader.notified() => Next::Stopped,
     }
 }
 
 async fn read_loop(session: &Rc<Session>, client: &Rc<Peer>, rd: OwnedReadHalf) {
+    let rd = crate::terminal::FdReader::new(rd, client.clone());
     let mut framed = FramedRead::new(rd, PeerDecoder(client.clone()));
     let mut warned_dropped = false;
     loop {
@@ -285,7 +287,7 @@ async fn wait_for_input_room(session: &Session, client: &Peer) {
 }
 
 /// Carries out one of the state machine's outputs.
-fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
+pub(crate) fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
     match out {
         Out::Send(frame) => {
             client.send(frame);
@@ -310,6 +312,10 @@ fn carry_out(session: &Session, client: &Rc<Peer>, out: Out) {
                     read_only,
                 }) => {
                     session.attach(client, rows, cols, read_only);
+                    Ok(())
+                }
+                Effect::AttachTerminal(req) => {
+                    crate::terminal::attach(session, client, req);
                     Ok(())
                 }
                 // A legacy PEEK subscribes read-only, as pty's daemon does (SPEC.md §7).
@@ -397,6 +403,12 @@ async fn write_loop(session: &Session, client: &Rc<Peer>, mut wr: OwnedWriteHalf
     let mut deadline: Option<Instant> = None;
     let stall = stall_timeout();
     loop {
+        // A passed terminal takes the stream from here on (SPEC §5.7).
+        if client.tty.is_set() {
+            let sock = std::mem::take(&mut buf);
+            crate::terminal::write_loop(session, client, &mut wr, sock).await;
+            break;
+        }
         if buf.len() < WRITE_BATCH {
             client.fill(&mut buf, WRITE_BATCH);
         }

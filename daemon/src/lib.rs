@@ -69,6 +69,7 @@ mod serve;
 mod session;
 mod status;
 mod stream;
+mod terminal;
 mod watch;
 
 use std::os::fd::AsFd;

@@ -146,6 +146,8 @@ pub(crate) struct Peer {
     unwritten: RefCell<VecDeque<(Lane, usize)>>,
     /// The reply bytes among them.
     unwritten_replies: Cell<usize>,
+    /// A terminal the client passed (SPEC §5.7).
+    pub tty: crate::terminal::Slot,
 }
 
 impl Drop for Peer {
@@ -185,6 +187,7 @@ impl Peer {
             parked: Cell::new(None),
             unwritten: RefCell::new(VecDeque::new()),
             unwritten_replies: Cell::new(0),
+            tty: crate::terminal::Slot::default(),
         }
     }
 
@@ -434,6 +437,20 @@ impl Peer {
         self.forget_unwritten(self.unwritten_replies.get());
         self.stop_reader.notify_one();
         self.replies_drained.notify_one();
+    }
+
+    /// Takes the oldest queued frame, for a writer that routes each frame itself
+    /// (a passed terminal's, SPEC §5.7); a reply leaves the budget here.
+    pub fn pop_item(&self) -> Option<(Lane, Outbound)> {
+        let mut q = self.queue_mut();
+        let had_replies = q.replies() > 0;
+        let item = q.pop();
+        let drained = had_replies && q.replies() <= REPLY_QUEUE_BYTES;
+        drop(q);
+        if drained {
+            self.replies_drained.notify_one();
+        }
+        item
     }
 
     /// Moves queued frames into `buf`, encoded in the connection's framing, until

@@ -47,6 +47,22 @@ pub struct Size {
     pub cols: u16,
 }
 
+/// ATTACH_TERMINAL's fields (SPEC.md §4.1, §5.7), also its effect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalRequest {
+    /// The terminal's rows (as ATTACH).
+    pub rows: u16,
+    /// The terminal's columns.
+    pub cols: u16,
+    /// A read-only attachment: keys other than the detach key are dropped.
+    pub read_only: bool,
+    /// The detach key (`None`: none), with its double press (SPEC.md §5.4).
+    pub detach_key: Option<u8>,
+    /// What the daemon writes before the attach repaint's preface: the client's
+    /// `--history` lines, as `latch_screen::attach::history` made them.
+    pub history: Bytes,
+}
+
 /// A frame sent by a client to a daemon. Each variant's doc names its reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientFrame {
@@ -126,10 +142,13 @@ pub enum ClientFrame {
         /// Stop every active recording, and answer with those stopped.
         stop: bool,
     },
-    // Indices 17 to 19 are allocated to frames of this version not built yet
+    /// Index 17, version 4. ATTACH with the user's terminal passed alongside by
+    /// SCM_RIGHTS: the daemon reads its keys and writes the stream to it itself
+    /// (SPEC.md §5.7). Reply: GEOMETRY, then DETACHED or EXIT (the stream goes to
+    /// the terminal), or ERROR.
+    AttachTerminal(TerminalRequest),
+    // Indices 18 and 19 are allocated to frames of version 3 not built yet
     // (SPEC.md §4.1); each decodes and is refused as `malformed`.
-    #[doc(hidden)]
-    Reserved17,
     #[doc(hidden)]
     Reserved18,
     #[doc(hidden)]

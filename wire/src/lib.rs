@@ -82,11 +82,11 @@ pub use error::{CodecError, FrameError};
 pub use frame::{
     AttachRequest, CastInfo, CastRequest, ClientFrame, CutFacts, ErrorCode, ExitStatus,
     LegacyPolicy, Limits, OutputFacts, OutputRange, PeekRequest, ServerFrame, ShellFacts,
-    ShellPhase, Size, Status3, StatusReply,
+    ShellPhase, Size, Status3, StatusReply, TerminalRequest,
 };
 pub use ids::{
     Incarnation, IncarnationError, SessionId, SessionIdError, SessionRef, SessionRefError,
 };
 pub use lease::{CommandBlock, LeaseFacts};
 pub use owner::{validate_owner, Owner, OwnerError, OWNER_MAX_CHARS};
-pub use version::{VersionRange, CURSORS_VERSION, SUPPORTED};
+pub use version::{VersionRange, CURSORS_VERSION, SUPPORTED, TERMINAL_VERSION};

@@ -32,12 +32,12 @@ use crate::codec::{Framing, Inbound, Outbound, ServerCodec};
 use crate::error::FrameError;
 use crate::frame::{
     AttachRequest, ClientFrame, ErrorCode, LegacyPolicy, Limits, PeekRequest, ServerFrame, Size,
-    CLIENT_NAME_MAX_LEN,
+    TerminalRequest, CLIENT_NAME_MAX_LEN,
 };
 use crate::ids::SessionRef;
 use crate::legacy::LegacyClientFrame;
 use crate::limits::{check_size, HANDSHAKE_TIMEOUT_MS, IDLE_UNBOUND_MS};
-use crate::version::{negotiate, VersionRange, CURSORS_VERSION};
+use crate::version::{negotiate, VersionRange, CURSORS_VERSION, TERMINAL_VERSION};
 
 /// Fixed facts about the daemon, given once per connection.
 #[derive(Debug, Clone)]
@@ -73,6 +73,9 @@ pub struct Env {
 pub enum Effect {
     /// Attach: send GEOMETRY, one SCREEN cut, then output and exit in order.
     Attach(AttachRequest),
+    /// Attach with the terminal the client passed (version 4, SPEC.md §5.7): as
+    /// ATTACH, but the stream goes to that terminal, and its keys come from it.
+    AttachTerminal(TerminalRequest),
     /// Send one screen snapshot.
     Peek(PeekRequest),
     /// A legacy PEEK: subscribe read-only, as ATTACH does, with pty's PEEK screen
@@ -149,7 +152,8 @@ impl Effect {
     /// Whether the effect can change the session (as opposed to observing it).
     pub fn is_mutating(&self) -> bool {
         match self {
-            Self::Attach(AttachRequest { read_only, .. }) => !read_only,
+            Self::Attach(AttachRequest { read_only, .. })
+            | Self::AttachTerminal(TerminalRequest { read_only, .. }) => !read_only,
             Self::Peek(_)
             | Self::Subscribe(_)
             | Self::Detach
@@ -683,7 +687,10 @@ impl ServerConn {
                 }
                 Effect::Capture { full }
             }
-            ClientFrame::Reserved17 | ClientFrame::Reserved18 | ClientFrame::Reserved19 => {
+            ClientFrame::AttachTerminal(req) => {
+                return self.attach_terminal(version, access, req, env)
+            }
+            ClientFrame::Reserved18 | ClientFrame::Reserved19 => {
                 self.state = ConnState::Closed;
                 return refuse(
                     ErrorCode::Malformed,
@@ -700,16 +707,52 @@ impl ServerConn {
             return refuse(ErrorCode::Draining, "session is shutting down");
         }
         if let Effect::Attach(AttachRequest { read_only, .. }) = effect {
-            self.state = ConnState::Bound {
-                version,
-                access: if read_only {
-                    Access::ReadOnly
-                } else {
-                    Access::ReadWrite
-                },
-            };
+            self.attached_as(version, read_only);
         }
         vec![Out::Effect(effect)]
+    }
+
+    /// Marks the connection attached, read-only or read-write.
+    fn attached_as(&mut self, version: u16, read_only: bool) {
+        self.state = ConnState::Bound {
+            version,
+            access: if read_only {
+                Access::ReadOnly
+            } else {
+                Access::ReadWrite
+            },
+        };
+    }
+
+    /// ATTACH_TERMINAL (version 4, SPEC.md §5.7): ATTACH's rules; on an older
+    /// connection an unknown frame (`malformed`, fatal).
+    fn attach_terminal(
+        &mut self,
+        version: u16,
+        access: Access,
+        req: TerminalRequest,
+        env: Env,
+    ) -> Vec<Out> {
+        if version < TERMINAL_VERSION {
+            self.state = ConnState::Closed;
+            return refuse(
+                ErrorCode::Malformed,
+                format!("ATTACH_TERMINAL needs version {TERMINAL_VERSION}; this connection speaks {version}"),
+            );
+        }
+        if access != Access::Unattached {
+            return refuse(ErrorCode::AlreadyAttached, "connection is already attached");
+        }
+        if (req.rows, req.cols) != (0, 0) {
+            if let Err(e) = check_size(req.rows, req.cols) {
+                return refuse(ErrorCode::InvalidArgument, e.to_string());
+            }
+        }
+        if env.draining {
+            return refuse(ErrorCode::Draining, "session is shutting down");
+        }
+        self.attached_as(version, req.read_only);
+        vec![Out::Effect(Effect::AttachTerminal(req))]
     }
 
     fn handle_legacy(&mut self, frame: LegacyClientFrame, env: Env) -> Vec<Out> {

@@ -11,10 +11,14 @@ pub const LEGACY_VERSION: u16 = 1;
 /// The first strict protocol version.
 pub const STRICT_MIN_VERSION: u16 = 2;
 /// The versions this build speaks, as client and as daemon.
-pub const SUPPORTED: VersionRange = VersionRange { min: 2, max: 3 };
+pub const SUPPORTED: VersionRange = VersionRange { min: 2, max: 4 };
 
 /// The first version with output cursors (SPEC.md §5.1): STATUS3, OUTPUT_SINCE, CUT.
 pub const CURSORS_VERSION: u16 = 3;
+
+/// The first version with ATTACH_TERMINAL, the terminal passed to the daemon
+/// (SPEC.md §5.7). Version 4 is version 3 plus that frame.
+pub const TERMINAL_VERSION: u16 = 4;
 
 /// An inclusive range of protocol versions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -250,7 +250,13 @@ fn all_client_frames() -> Vec<ClientFrame> {
             max_bytes: None,
         }),
         ClientFrame::Casts { stop: false },
-        ClientFrame::Reserved17,
+        ClientFrame::AttachTerminal(latch_wire::TerminalRequest {
+            rows: 24,
+            cols: 80,
+            read_only: false,
+            detach_key: Some(0x1c),
+            history: bytes::Bytes::from_static(b"h"),
+        }),
         ClientFrame::Reserved18,
         ClientFrame::Reserved19,
         ClientFrame::Capture { full: true },
@@ -648,7 +654,7 @@ fn client_frame_indices_are_pinned() {
             ClientFrame::Commands { .. } => (14, "COMMANDS"),
             ClientFrame::CastStart(_) => (15, "CAST_START"),
             ClientFrame::Casts { .. } => (16, "CASTS"),
-            ClientFrame::Reserved17 => (17, "reserved"),
+            ClientFrame::AttachTerminal(_) => (17, "ATTACH_TERMINAL"),
             ClientFrame::Reserved18 => (18, "reserved"),
             ClientFrame::Reserved19 => (19, "reserved"),
             ClientFrame::Capture { .. } => (20, "CAPTURE"),
@@ -861,7 +867,7 @@ fn limits_match_spec() {
     assert_eq!(HEADER_LEN, 4);
     assert_eq!(LEGACY_HEADER_LEN, 5);
     assert_eq!(&MAGIC, b"\x89LATCH\r\n");
-    assert_eq!(latch_wire::SUPPORTED, VersionRange { min: 2, max: 3 });
+    assert_eq!(latch_wire::SUPPORTED, VersionRange { min: 2, max: 4 });
     assert_eq!(latch_wire::limits::OUTPUT_RING_BYTES, 1_048_576);
 }
 

@@ -109,7 +109,8 @@ fn frame_tables_match_the_code() {
             ("14", "COMMANDS (v3)"),
             ("15", "CAST_START (v3)"),
             ("16", "CASTS (v3)"),
-            ("17–19", "(reserved)"),
+            ("17", "ATTACH_TERMINAL (v4)"),
+            ("18–19", "(reserved)"),
             ("20", "CAPTURE (v3)"),
         ]
     );
@@ -170,8 +171,8 @@ fn prose_constants_match_the_code() {
     assert_eq!(MAGIC, [0x89, 0x4C, 0x41, 0x54, 0x43, 0x48, 0x0D, 0x0A]);
     assert!(SPEC.contains("`SESSION_ID_MAX_LEN = 64`"));
     assert_eq!(ids::SESSION_ID_MAX_LEN, 64);
-    assert!(SPEC.contains("`SUPPORTED = {min: 2, max: 3}`"));
-    assert_eq!((version::SUPPORTED.min, version::SUPPORTED.max), (2, 3));
+    assert!(SPEC.contains("`SUPPORTED = {min: 2, max: 4}`"));
+    assert_eq!((version::SUPPORTED.min, version::SUPPORTED.max), (2, 4));
     assert!(SPEC.contains("lowercase hex; 68 characters"));
     assert_eq!(ids::INCARNATION_TEXT_LEN, 68);
     assert!(SPEC.contains("\"latch/incarnation/v1\""));

@@ -93,6 +93,26 @@ fn client_vectors() -> Vec<(&'static str, ClientFrame)> {
             }),
         ),
         ("CASTS {stop true}", ClientFrame::Casts { stop: true }),
+        (
+            "ATTACH_TERMINAL {rows 24, cols 80, read_only false, detach_key 0x1c, history \"h\"}",
+            ClientFrame::AttachTerminal(latch_wire::TerminalRequest {
+                rows: 24,
+                cols: 80,
+                read_only: false,
+                detach_key: Some(0x1c),
+                history: Bytes::from_static(b"h"),
+            }),
+        ),
+        (
+            "ATTACH_TERMINAL {rows 0, cols 0, read_only true, detach_key none, history \"\"}",
+            ClientFrame::AttachTerminal(latch_wire::TerminalRequest {
+                rows: 0,
+                cols: 0,
+                read_only: true,
+                detach_key: None,
+                history: Bytes::new(),
+            }),
+        ),
     ]
 }
 

@@ -148,7 +148,7 @@ impl F {
                 client: "x".repeat(65),
             }),
             F::HelloFuture => strict(ClientFrame::Hello {
-                versions: VersionRange { min: 4, max: 4 },
+                versions: VersionRange { min: 5, max: 5 },
                 client: "future".into(),
             }),
             F::Status => strict(ClientFrame::Status),
@@ -1316,7 +1316,7 @@ impl Pair {
 fn a_v2_client_and_a_2_to_3_daemon_agree_on_2() {
     let mut pair = Pair::new(VersionRange { min: 2, max: 3 });
     let hs = ClientHandshake::new(VersionRange { min: 2, max: 2 }, "older");
-    assert_eq!(SUPPORTED, VersionRange { min: 2, max: 3 });
+    assert_eq!(SUPPORTED, VersionRange { min: 2, max: 4 });
     let (replies, closed) = pair.round_trip(hs.hello());
     assert!(!closed);
     let [welcome] = &replies[..] else {

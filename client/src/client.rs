@@ -206,6 +206,8 @@ pub struct Client {
     /// its path: a daemon that replaces the session binds a new socket at the same
     /// path, and is probed afresh.
     older_daemons: std::sync::Mutex<std::collections::HashSet<(u64, u64, i64, i64)>>,
+    /// The daemon's entry, for a create that forks without exec (SPEC §9.6).
+    daemon_entry: Option<crate::DaemonEntry>,
 }
 
 impl Client {
@@ -217,7 +219,19 @@ impl Client {
             daemon_program,
             required_owner: None,
             older_daemons: std::sync::Mutex::default(),
+            daemon_entry: None,
         })
+    }
+
+    /// The same client, creating by forking this process into the daemon and
+    /// running `entry` there, without exec, whenever this process is one thread
+    /// (SPEC §9.6); otherwise, and without an entry, a create spawns
+    /// `daemon_program daemon ...`. For a program that is the `latch` binary, whose
+    /// `latch daemon` entry `entry` must be.
+    #[must_use]
+    pub fn with_daemon_entry(mut self, entry: crate::DaemonEntry) -> Self {
+        self.daemon_entry = Some(entry);
+        self
     }
 
     /// The same client with an owner precondition (SPEC.md §2.4, §9.11): from now on
@@ -352,7 +366,12 @@ impl Client {
             supervision,
             cast: new.cast,
         };
-        spawn_daemon(&self.registry, &self.daemon_program, &spec)
+        spawn_daemon(
+            &self.registry,
+            &self.daemon_program,
+            self.daemon_entry,
+            &spec,
+        )
     }
 
     /// Every session in the registry, unreadable ones included as degraded.

@@ -1,4 +1,5 @@
-//! Creating a session: spawn `latch daemon`, wait for its readiness line.
+//! Creating a session: start the daemon (forked, or `latch daemon` spawned), wait for
+//! its readiness line.
 
 use std::io::Read;
 use std::os::fd::AsFd;
@@ -12,6 +13,7 @@ use latch_wire::{Incarnation, Owner, SessionId, SessionRef};
 use serde::Serialize;
 
 use crate::error::{ClientError, UnreachableCause};
+use crate::forked::DaemonEntry;
 use latch_registry::spec::FailureKind;
 
 /// How long `create` waits for the daemon's readiness line.
@@ -59,50 +61,28 @@ impl Created {
 pub(crate) fn spawn_daemon(
     registry: &Registry,
     program: &PathBuf,
+    entry: Option<DaemonEntry>,
     spec: &CreateSpec,
 ) -> Result<Created, ClientError> {
     registry.check_new_id(&spec.id)?;
-    let json = serde_json::to_string(spec).map_err(|e| ClientError::failed("", e))?;
     // No-follow, non-blocking, regular files only (SPEC §9.1): a FIFO planted at
     // the log never blocks the creator.
     let log = latch_registry::file::open_append(&registry.log_path(&spec.id), 0o600)
         .map_err(|e| ClientError::failed("open daemon log", e))?;
-    let mut cmd = Command::new(program);
-    // The spec travels over stdin, never argv: /proc/PID/cmdline is world-readable
-    // and the spec carries the program's environment.
-    cmd.arg("daemon")
-        .arg("--root")
-        .arg(registry.root())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log));
-    // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| ClientError::Other(format!("cannot start {}: {e}", program.display())))?;
-    {
-        use std::io::Write;
-        let mut stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| ClientError::Other("daemon stdin missing".into()))?;
-        // A daemon that dies before reading gives EPIPE; its log and the readiness
-        // pipe's EOF explain why, below.
-        let _ = stdin.write_all(json.as_bytes());
-    }
-    let mut out = child
-        .stdout
-        .take()
-        .ok_or_else(|| ClientError::Other("daemon stdout missing".into()))?;
+    // One thread: fork into the daemon, without a second start (SPEC §9.6).
+    let (mut out, started) = match entry.filter(|_| crate::forked::single_threaded()) {
+        Some(entry) => {
+            let (out, pid) = crate::forked::start(entry, registry.root(), spec, log)?;
+            (out, Started::Forked(pid))
+        }
+        None => {
+            let (out, child) = exec_daemon(registry, program, spec, log)?;
+            (out, Started::Exec(child))
+        }
+    };
     let line = read_line_with_deadline(&mut out, Instant::now() + READY_TIMEOUT);
     // The process we started forks the real daemon and exits at once; reap it.
-    let _ = child.wait();
+    started.reap();
     let line = match line {
         Ok(l) => l,
         // No answer in time: the daemon may still come up; its files are its own.
@@ -151,6 +131,70 @@ pub(crate) fn spawn_daemon(
     }
 }
 
+/// The process a create started, reaped once the readiness line is read.
+enum Started {
+    Exec(std::process::Child),
+    Forked(nix::unistd::Pid),
+}
+
+impl Started {
+    fn reap(self) {
+        match self {
+            Self::Exec(mut child) => {
+                let _ = child.wait();
+            }
+            Self::Forked(pid) => {
+                let _ = nix::sys::wait::waitpid(pid, None);
+            }
+        }
+    }
+}
+
+/// Starts `program daemon --root ROOT` in a new session, the spec on its stdin;
+/// returns its stdout, the readiness pipe.
+fn exec_daemon(
+    registry: &Registry,
+    program: &PathBuf,
+    spec: &CreateSpec,
+    log: std::fs::File,
+) -> Result<(std::fs::File, std::process::Child), ClientError> {
+    let json = serde_json::to_string(spec).map_err(|e| ClientError::failed("", e))?;
+    let mut cmd = Command::new(program);
+    // The spec travels over stdin, never argv: /proc/PID/cmdline is world-readable
+    // and the spec carries the program's environment.
+    cmd.arg("daemon")
+        .arg("--root")
+        .arg(registry.root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log));
+    // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ClientError::Other(format!("cannot start {}: {e}", program.display())))?;
+    {
+        use std::io::Write;
+        let mut stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| ClientError::Other("daemon stdin missing".into()))?;
+        // A daemon that dies before reading gives EPIPE; its log and the readiness
+        // pipe's EOF explain why, below.
+        let _ = stdin.write_all(json.as_bytes());
+    }
+    let out = child
+        .stdout
+        .take()
+        .ok_or_else(|| ClientError::Other("daemon stdout missing".into()))?;
+    Ok((std::fs::File::from(std::os::fd::OwnedFd::from(out)), child))
+}
+
 /// Adds the failed daemon's last log lines (if any) to `e`.
 fn with_log(e: ClientError, log: Option<String>) -> ClientError {
     match (e, log) {
@@ -193,7 +237,7 @@ pub(crate) fn discard_failed(registry: &Registry, id: &latch_wire::SessionId) ->
 }
 
 fn read_line_with_deadline(
-    pipe: &mut std::process::ChildStdout,
+    pipe: &mut std::fs::File,
     deadline: Instant,
 ) -> Result<String, ClientError> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

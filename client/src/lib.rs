@@ -350,6 +350,8 @@ mod conn;
 mod create;
 mod error;
 mod events;
+mod forked;
+mod proctitle;
 // Entry points for the fuzz targets in fuzz/ (not a public API).
 mod deliver;
 #[cfg(feature = "fuzzing")]
@@ -378,6 +380,7 @@ pub use conn::{
 pub use create::{Created, READY_TIMEOUT};
 pub use error::{exit, Class, ClientError, Mismatch, UnreachableCause};
 pub use events::{Event, EventFollower, EventScope};
+pub use forked::DaemonEntry;
 pub use lifecycle::{
     GcAction, GcOptions, GcReason, GcReport, EVENTS_RETENTION, KEEP_TAG, ORPHAN_MIN_AGE,
 };

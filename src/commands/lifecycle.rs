@@ -150,21 +150,43 @@ pub(crate) fn daemon(root: PathBuf, spec: Option<String>) -> Result<i32, ClientE
             s
         }
     };
-    // From here on stdin is /dev/null, as the daemon expects.
-    let null = std::fs::File::open("/dev/null").map_err(|e| ClientError::failed("", e))?;
-    nix::unistd::dup2_stdin(&null).map_err(|e| ClientError::failed("dup2", e))?;
-    // Closed now: the daemon closes every fd above 2 first (SPEC §9.6), and a File
-    // still owning one would close it again at exit, after the runtime reused it.
-    drop(null);
     let spec: latch_registry::CreateSpec =
         serde_json::from_str(&spec).map_err(|e| usage(format!("daemon spec: {e}")))?;
-    // The client started us in a new session with setsid. Fork once more so the
-    // daemon is not a session leader (it can never acquire a controlling terminal)
-    // and the client can reap its direct child at once.
-    // SAFETY: no other threads exist yet in this process.
+    Ok(run_daemon(root, spec))
+}
+
+/// The daemon's work once it has its spec: the `latch daemon` entry's, after reading
+/// it from stdin, and a forked `new`'s, with the spec in memory (SPEC §9.6). In a
+/// new session already; returns the exit code of this process, which the caller
+/// exits with.
+pub(crate) fn run_daemon(root: PathBuf, spec: latch_registry::CreateSpec) -> i32 {
+    // From here on stdin is /dev/null, as the daemon expects.
+    match std::fs::File::open("/dev/null") {
+        Ok(null) => {
+            if let Err(e) = nix::unistd::dup2_stdin(&null) {
+                eprintln!("latch daemon: dup2: {e}");
+                return 1;
+            }
+            // Closed now: the daemon closes every fd above 2 first (SPEC §9.6), and a
+            // File still owning one would close it again at exit, after the runtime
+            // reused it.
+        }
+        Err(e) => {
+            eprintln!("latch daemon: /dev/null: {e}");
+            return 1;
+        }
+    }
+    // The client started us in a new session. Fork once more so the daemon is not
+    // a session leader (it can never acquire a controlling terminal) and the client
+    // can reap its direct child at once.
+    // SAFETY: no other threads exist in this process (the exec'd entry starts none;
+    // a forking creator checks it has one thread).
     match unsafe { nix::unistd::fork() } {
-        Ok(nix::unistd::ForkResult::Parent { .. }) => Ok(0),
-        Ok(nix::unistd::ForkResult::Child) => Ok(latch_daemon::run(root, spec)),
-        Err(e) => Err(ClientError::failed("fork", e)),
+        Ok(nix::unistd::ForkResult::Parent { .. }) => 0,
+        Ok(nix::unistd::ForkResult::Child) => latch_daemon::run(root, spec),
+        Err(e) => {
+            eprintln!("latch daemon: fork: {e}");
+            1
+        }
     }
 }

@@ -208,7 +208,10 @@ pub(crate) enum Made {
 /// joined only if it is provably OWNER's.
 pub(crate) fn new_client(root: Option<&PathBuf>, args: &NewArgs) -> Result<Client, ClientError> {
     let owner = parse_owner(args.owner.as_deref())?;
-    Ok(open(root)?.with_owner(owner.filter(|_| args.attach_or_create)))
+    Ok(open(root)?
+        .with_owner(owner.filter(|_| args.attach_or_create))
+        // `new` forks its daemon, without a second start (SPEC §9.6).
+        .with_daemon_entry(super::lifecycle::run_daemon))
 }
 
 /// Creates the session `new`'s arguments ask for, at `size`, or with -A joins the

@@ -38,8 +38,12 @@ pub fn eligible(bound: &latch_client::Bound) -> bool {
         (Ok(a), Ok(b)) => a.st_rdev == b.st_rdev && a.st_ino == b.st_ino,
         _ => false,
     };
-    let foreground =
-        rustix::termios::tcgetpgrp(stdin).is_ok_and(|pg| pg == rustix::process::getpgrp());
+    // ENOTTY: it is not this process's controlling terminal, so no job control
+    // can make this attach a background one.
+    let foreground = match rustix::termios::tcgetpgrp(stdin) {
+        Ok(pg) => pg == rustix::process::getpgrp(),
+        Err(e) => e == rustix::io::Errno::NOTTY,
+    };
     same && foreground
 }
 

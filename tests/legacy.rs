@@ -1381,7 +1381,7 @@ enum Fake {
     LegacyData,
     /// MAGIC + WELCOME choosing version 1 (below the client's minimum).
     WelcomeV1,
-    /// MAGIC + WELCOME choosing version 4 (outside the client's range).
+    /// MAGIC + WELCOME choosing version 5 (outside the client's range).
     WelcomeV4,
     /// MAGIC + ERROR version-unsupported.
     VersionUnsupported,
@@ -1420,7 +1420,7 @@ impl Fake {
             Self::LegacyStatus => Legacy::encode(STATUS, br#"{"name":"x","rows":24,"cols":80}"#),
             Self::LegacyData => Legacy::encode(DATA, b"$ "),
             Self::WelcomeV1 => welcome(1),
-            Self::WelcomeV4 => welcome(4),
+            Self::WelcomeV4 => welcome(5),
             Self::VersionUnsupported => strict(ServerFrame::Error {
                 code: ErrorCode::VersionUnsupported,
                 detail: "daemon speaks 3..=3 and client asked 2..=2".into(),
@@ -1438,7 +1438,7 @@ impl Fake {
             Self::LegacyStatus => "legacy pty framing (packet type 7)",
             Self::LegacyData => "legacy pty framing (packet type 0)",
             Self::WelcomeV1 => "version 1",
-            Self::WelcomeV4 => "version 4",
+            Self::WelcomeV4 => "version 5",
             Self::VersionUnsupported => "no common protocol version",
             Self::Garbage => "48 54 54 50",
             Self::MagicThenMalformed => "zero-length",

@@ -86,6 +86,9 @@ pub struct Emulator {
     /// The terminal was resized on the alternate screen since the main screen was
     /// last seen: the main grid's cursors may differ (`hibernate`).
     main_moved: bool,
+    /// The alternate screen may have been used: until then its grid is as
+    /// alacritty made it, and may hibernate from the main screen (`hibernate`).
+    alt_used: bool,
 }
 
 /// Parses `bytes` into `term`, acting in order on what the side scanner finds, and
@@ -114,6 +117,14 @@ fn apply(
     }
     history.advance(term, parser, bytes.get(from..).unwrap_or_default());
     collect(term, fx);
+}
+
+/// Whether `bytes`, just applied, may have used the alternate screen: the
+/// terminal is on it, or they hold the number of its mode (1049, the one alacritty
+/// knows; a sequence cut between two applies either leaves the terminal there or
+/// holds it whole in the second).
+fn used_alt(term: &Term<Listener>, bytes: &[u8]) -> bool {
+    term.mode().contains(TermMode::ALT_SCREEN) || memchr::memmem::find(bytes, b"1049").is_some()
 }
 
 fn collect(term: &Term<Listener>, fx: &mut Effects) {
@@ -168,6 +179,7 @@ impl Emulator {
             fx,
             frozen: None,
             main_moved: false,
+            alt_used: false,
         }
     }
 
@@ -250,6 +262,7 @@ impl Emulator {
             &mut self.fx,
             &self.queue,
         );
+        self.alt_used |= used_alt(&self.term, &self.queue);
         self.queue.clear();
         if self.queue.capacity() > QUEUE_MIN {
             self.queue.shrink_to(64 * 1024);
@@ -291,6 +304,7 @@ impl Emulator {
                         &mut self.fx,
                         before,
                     );
+                    self.alt_used |= used_alt(&self.term, before);
                     self.queue.drain(..start);
                     self.scan = Scan::default();
                     self.limit = self
@@ -315,6 +329,7 @@ impl Emulator {
             &mut self.fx,
             before,
         );
+        self.alt_used |= used_alt(&self.term, before);
         let dropped = rest.get(..cut - start).unwrap_or_default();
         for sgr in pen_sgrs(dropped) {
             self.parser.advance(&mut self.term, sgr);
@@ -457,9 +472,12 @@ impl Emulator {
             return false;
         }
         self.history.release(&mut self.term);
-        let Some(frozen) =
-            hibernate::freeze(&mut self.term, self.main_moved, self.history.scrollback)
-        else {
+        let Some(frozen) = hibernate::freeze(
+            &mut self.term,
+            self.main_moved,
+            !self.alt_used,
+            self.history.scrollback,
+        ) else {
             return false;
         };
         self.frozen = Some(Box::new(frozen));

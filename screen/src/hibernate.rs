@@ -7,13 +7,17 @@
 //!
 //! alacritty reaches the inactive grid only through `swap_alt`, which has side
 //! effects when it enters the alternate screen: the main grid's saved cursor
-//! becomes its cursor, and the alternate grid takes that cursor and is cleared.
-//! Each swap here is made so that they fall on placeholders or on state nothing
-//! reads (the alternate grid's cells and cursor while the main screen is shown are
-//! reset by the next entry), with one exception: the main grid held while the
-//! alternate screen is shown is hibernated only while its saved cursor equals its
-//! cursor (always, unless the terminal was resized on the alternate screen; then
-//! the main grid stays as it is).
+//! becomes its cursor, and the alternate grid takes that cursor and is reset
+//! (its first `occ` cells of each row only: what lies beyond stays, and a wider
+//! terminal shows it again). Each swap here is made so that they fall on
+//! placeholders or on state nothing reads, which limits what may hibernate:
+//! - the alternate grid held while the main screen is shown, only if the
+//!   alternate screen was never used (a reset then changes nothing);
+//! - the main grid held while the alternate screen is shown, only while its saved
+//!   cursor equals its cursor (always, unless the terminal was resized on the
+//!   alternate screen).
+//!
+//! The other grids stay as they are in alacritty.
 
 use alacritty_terminal::grid::{Cursor, Dimensions, Grid, Row};
 use alacritty_terminal::index::Line;
@@ -170,11 +174,13 @@ fn on_alt(term: &Term<Listener>) -> bool {
 }
 
 /// Moves `term`'s grids out. `main_moved`: the main grid's cursors may differ while
-/// the alternate screen is shown (module docs). `scrollback` is the main grid's
+/// the alternate screen is shown; `alt_pristine`: the alternate screen was never
+/// used (module docs). `scrollback` is the main grid's
 /// history limit. `None` when the grid is scrolled back (never, in latch).
 pub(crate) fn freeze(
     term: &mut Term<Listener>,
     main_moved: bool,
+    alt_pristine: bool,
     scrollback: usize,
 ) -> Option<Frozen> {
     if term.grid().display_offset() != 0 {
@@ -184,7 +190,7 @@ pub(crate) fn freeze(
     let limit = |is_alt: bool| if is_alt { 0 } else { scrollback };
     let active = std::mem::replace(term.grid_mut(), placeholder());
     let active = FrozenGrid::freeze(&active, limit(alt));
-    if !alt || main_moved {
+    if (!alt && !alt_pristine) || (alt && main_moved) {
         return Some(Frozen {
             active,
             inactive: None,

@@ -216,3 +216,22 @@ fn a_resize_on_the_alternate_screen_keeps_the_main_grid_awake() {
     }
     assert_same(&mut sleeper, &mut awake, "back on the main screen");
 }
+
+#[test]
+fn an_unused_alternate_screen_hibernates_too() {
+    let mut e = Emulator::new(24, 80, 1000);
+    e.process(b"a prompt $ ");
+    assert!(e.hibernate());
+    // Both of alacritty's grids are placeholders: the main one shown, and the
+    // alternate one behind it.
+    assert_eq!(e.term.grid().screen_lines(), 1);
+    e.term.swap_alt();
+    assert_eq!(e.term.grid().screen_lines(), 1);
+    e.term.swap_alt();
+    assert_eq!(e.plain(false), "a prompt $");
+    e.process(b"\x1b[?1049h\x1b[Halt\x1b[?1049l");
+    assert!(e.hibernate());
+    e.term.swap_alt();
+    assert_eq!(e.term.grid().screen_lines(), 24, "a used one stays");
+    e.term.swap_alt();
+}

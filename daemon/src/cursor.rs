@@ -61,6 +61,11 @@ impl OutputLog {
         self.ring.cursor()
     }
 
+    /// Frees the ring (SPEC §4.4 "Hibernation"): `since` answers with what it lost.
+    pub fn free_ring(&mut self) {
+        self.ring.free();
+    }
+
     /// The shell's marks in the last push.
     pub fn marks(&self) -> &[Mark] {
         &self.marks

@@ -44,6 +44,11 @@ impl Lease {
         }
     }
 
+    /// Whether a connection holds it.
+    pub fn held(&self) -> bool {
+        self.holder.get().is_some()
+    }
+
     /// Takes the lease from whoever holds it (the session began draining).
     pub fn revoke(&self) -> Option<u64> {
         self.holder.take()

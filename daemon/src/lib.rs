@@ -52,6 +52,7 @@ mod cursor;
 mod event_limit;
 mod event_writer;
 mod fanout;
+mod hibernate;
 mod input;
 mod lease;
 mod logging;

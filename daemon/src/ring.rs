@@ -46,6 +46,13 @@ impl Ring {
         self.end
     }
 
+    /// Frees the storage (the session hibernates, SPEC §4.4): everything before
+    /// the cursor now counts as lost; the next output allocates it again.
+    pub fn free(&mut self) {
+        self.buf = Vec::new();
+        self.held = 0;
+    }
+
     /// The oldest cursor whose byte the ring still holds.
     pub fn start(&self) -> u64 {
         self.end - self.held as u64

@@ -79,6 +79,7 @@ pub(crate) async fn serve(
     let reader = tokio::task::spawn_local(pump_output(session.clone()));
     let writer = tokio::task::spawn_local(pump_input(session.clone()));
     let casts = tokio::task::spawn_local(crate::cast::pump(session.clone()));
+    let hibernation = tokio::task::spawn_local(crate::hibernate::run(session.clone()));
 
     let status = watch_child(&session, signals, sup).await;
     log!(
@@ -88,6 +89,7 @@ pub(crate) async fn serve(
     );
     reader.abort();
     writer.abort();
+    hibernation.abort();
     // Every byte the program wrote reaches clients before EXIT.
     session.drain_pty();
     // The listener is still open here, so the socket cannot have been replaced

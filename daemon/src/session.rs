@@ -91,6 +91,8 @@ pub(crate) struct Session {
     /// latch's shell integration.
     pub(crate) lease: crate::lease::Lease,
     pub(crate) integration: bool,
+    /// Hibernation's quiet period (SPEC §4.4).
+    pub(crate) hibernation: crate::hibernate::Hibernation,
 }
 
 impl Session {
@@ -134,6 +136,7 @@ impl Session {
             lease: crate::lease::Lease::default(),
             integration: spec.shell_integration != latch_registry::shell::Integration::Off
                 && latch_registry::shell::Shell::of(&spec.command).is_some(),
+            hibernation: crate::hibernate::Hibernation::default(),
         };
         if let Some(screen) = &spec.supervision.initial_screen {
             crate::checkpoint::draw(&mut session.term.borrow_mut(), screen);
@@ -205,6 +208,7 @@ impl Session {
         self.lease.give_back(id);
         self.clients.borrow_mut().remove(&id);
         self.connection_gone.notify_one();
+        self.hibernation.woken(&self.term.borrow());
     }
 
     /// Connections being served.
@@ -241,6 +245,7 @@ impl Session {
         self.term.borrow_mut().push(data);
         self.settle();
         self.output_seen.notify_one();
+        self.hibernation.poke();
     }
 
     /// The output cursor (SPEC §4.7).

@@ -208,6 +208,15 @@ impl Store {
         *self = store;
     }
 
+    /// Frees the encoding scratch and the rows' spare capacity (a store that
+    /// stops growing).
+    pub(crate) fn shrink(&mut self) {
+        self.buf = Vec::new();
+        self.scratch = Scratch::default();
+        self.rows.shrink_to_fit();
+        self.extras.shrink_to_fit();
+    }
+
     /// Bytes held, allocation overhead and shared extras aside (for the benchmarks).
     pub(crate) fn bytes(&self) -> usize {
         self.rows.iter().map(|r| r.len()).sum::<usize>()

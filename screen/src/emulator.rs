@@ -11,6 +11,7 @@ use alacritty_terminal::vte::ansi::{Processor, Timeout};
 
 use crate::compact::History;
 use crate::effects::{Effects, Listener, TermEvent};
+use crate::hibernate::{self, Frozen};
 use crate::scan::{nth_line_from_end, pen_sgrs, Scan};
 use crate::side::{Seq, Side};
 
@@ -80,6 +81,14 @@ pub struct Emulator {
     pub(crate) side: Side,
     /// Answers and events waiting to be collected.
     pub(crate) fx: Effects,
+    /// The grids while hibernated (SPEC §4.4, "Hibernation"; `hibernate`).
+    frozen: Option<Box<Frozen>>,
+    /// The terminal was resized on the alternate screen since the main screen was
+    /// last seen: the main grid's cursors may differ (`hibernate`).
+    main_moved: bool,
+    /// The alternate screen may have been used: until then its grid is as
+    /// alacritty made it, and may hibernate from the main screen (`hibernate`).
+    alt_used: bool,
 }
 
 /// Parses `bytes` into `term`, acting in order on what the side scanner finds, and
@@ -110,6 +119,14 @@ fn apply(
     collect(term, fx);
 }
 
+/// Whether `bytes`, just applied, may have used the alternate screen: the
+/// terminal is on it, or they hold the number of its mode (1049, the one alacritty
+/// knows; a sequence cut between two applies either leaves the terminal there or
+/// holds it whole in the second).
+fn used_alt(term: &Term<Listener>, bytes: &[u8]) -> bool {
+    term.mode().contains(TermMode::ALT_SCREEN) || memchr::memmem::find(bytes, b"1049").is_some()
+}
+
 fn collect(term: &Term<Listener>, fx: &mut Effects) {
     let grid = term.grid();
     let shown = term.mode().contains(TermMode::SHOW_CURSOR);
@@ -124,6 +141,7 @@ impl std::fmt::Debug for Emulator {
             .field("cols", &grid.columns())
             .field("history", &grid.history_size())
             .field("compact", &self.history.store.len())
+            .field("hibernated", &self.frozen.is_some())
             .finish()
     }
 }
@@ -159,6 +177,9 @@ impl Emulator {
             limit: QUEUE_MIN,
             side: Side::default(),
             fx,
+            frozen: None,
+            main_moved: false,
+            alt_used: false,
         }
     }
 
@@ -209,6 +230,7 @@ impl Emulator {
     /// Queues program output; applies the queue once it passes the threshold (see
     /// the module docs).
     pub fn push(&mut self, bytes: &[u8]) {
+        self.wake();
         self.queue.extend_from_slice(bytes);
         if self.queue.len() >= self.limit {
             self.fast_forward();
@@ -227,6 +249,7 @@ impl Emulator {
 
     /// Applies everything queued.
     pub fn flush(&mut self) {
+        self.wake();
         if self.queue.is_empty() {
             return;
         }
@@ -239,9 +262,13 @@ impl Emulator {
             &mut self.fx,
             &self.queue,
         );
+        self.alt_used |= used_alt(&self.term, &self.queue);
         self.queue.clear();
         if self.queue.capacity() > QUEUE_MIN {
             self.queue.shrink_to(64 * 1024);
+        }
+        if !self.term.mode().contains(TermMode::ALT_SCREEN) {
+            self.main_moved = false;
         }
     }
 
@@ -277,6 +304,7 @@ impl Emulator {
                         &mut self.fx,
                         before,
                     );
+                    self.alt_used |= used_alt(&self.term, before);
                     self.queue.drain(..start);
                     self.scan = Scan::default();
                     self.limit = self
@@ -301,6 +329,7 @@ impl Emulator {
             &mut self.fx,
             before,
         );
+        self.alt_used |= used_alt(&self.term, before);
         let dropped = rest.get(..cut - start).unwrap_or_default();
         for sgr in pen_sgrs(dropped) {
             self.parser.advance(&mut self.term, sgr);
@@ -326,6 +355,7 @@ impl Emulator {
     /// scrollback's as alacritty's (SPEC §4.4).
     pub fn resize(&mut self, rows: u16, cols: u16) {
         self.flush();
+        self.main_moved = self.term.mode().contains(TermMode::ALT_SCREEN);
         if usize::from(cols) != self.term.grid().columns() {
             let limit = self.history.scrollback;
             self.history.store.reflow(usize::from(cols), limit);
@@ -338,8 +368,14 @@ impl Emulator {
 
     /// The cursor, 0-based (row, col), top-left is (0, 0).
     pub fn cursor(&mut self) -> (u16, u16) {
-        self.flush();
-        let p = self.term.grid().cursor.point;
+        let p = match &self.frozen {
+            // Read without waking: the cursor is kept as it is.
+            Some(frozen) if self.queue.is_empty() => frozen.cursor().point,
+            _ => {
+                self.flush();
+                self.term.grid().cursor.point
+            }
+        };
         (
             u16::try_from(p.line.0).unwrap_or(0),
             u16::try_from(p.column.0).unwrap_or(u16::MAX),
@@ -349,7 +385,9 @@ impl Emulator {
     /// Whether the program enabled bracketed paste (mode 2004), after the
     /// queued output.
     pub fn bracketed_paste(&mut self) -> bool {
-        self.flush();
+        if self.frozen.is_none() || !self.queue.is_empty() {
+            self.flush();
+        }
         self.term.mode().contains(TermMode::BRACKETED_PASTE)
     }
 
@@ -398,7 +436,7 @@ impl Emulator {
     /// Whether [`release`](Self::release) has memory to release: rows moved to the
     /// compact scrollback since it last ran.
     pub fn releasable(&self) -> bool {
-        self.history.releasable(&self.term)
+        self.frozen.is_none() && self.history.releasable(&self.term)
     }
 
     /// Applies everything queued, then frees the full-cell rows alacritty keeps in
@@ -417,5 +455,45 @@ impl Emulator {
     pub fn compact_bytes(&mut self) -> (usize, usize) {
         self.flush();
         (self.history.store.bytes(), self.history.store.len())
+    }
+
+    /// Hibernates (SPEC §4.4, "Hibernation"): applies everything queued, then, in
+    /// the parser's ground state, moves the screen, the alternate screen and
+    /// alacritty's window of history into compact rows and frees alacritty's full
+    /// cells and the spare queue. Every later reader, output or resize wakes it
+    /// first ([`wake`](Self::wake)); captures, modes, the cursor and query answers
+    /// are the same as if it never slept. Returns whether it is hibernated.
+    pub fn hibernate(&mut self) -> bool {
+        self.flush();
+        if self.frozen.is_some() {
+            return true;
+        }
+        if !self.scan.ground() {
+            return false;
+        }
+        self.history.release(&mut self.term);
+        let Some(frozen) = hibernate::freeze(
+            &mut self.term,
+            self.main_moved,
+            !self.alt_used,
+            self.history.scrollback,
+        ) else {
+            return false;
+        };
+        self.frozen = Some(Box::new(frozen));
+        self.queue = Vec::new();
+        true
+    }
+
+    /// Rebuilds the grids of a hibernated terminal (nothing if awake).
+    pub fn wake(&mut self) {
+        if let Some(frozen) = self.frozen.take() {
+            hibernate::thaw(&mut self.term, *frozen);
+        }
+    }
+
+    /// Whether it is hibernated.
+    pub fn hibernated(&self) -> bool {
+        self.frozen.is_some()
     }
 }

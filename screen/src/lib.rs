@@ -76,6 +76,9 @@ mod effects;
 mod emulator;
 #[cfg(test)]
 mod emulator_tests;
+mod hibernate;
+#[cfg(test)]
+mod hibernate_tests;
 mod legacy;
 mod modes;
 mod scan;

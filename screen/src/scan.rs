@@ -74,6 +74,12 @@ fn sgr_len(b: &[u8]) -> Option<usize> {
 }
 
 impl Scan {
+    /// Whether the bytes followed so far end in ground state (no escape sequence
+    /// begun and not ended).
+    pub(crate) fn ground(&self) -> bool {
+        self.st == St::Ground
+    }
+
     /// Follows `bytes`; returns the final plain-text run (module docs) as a range,
     /// if the bytes end in one: UTF-8 text without controls other than CR, LF and
     /// TAB, and complete SGRs, starting in ground state with no scroll region set.

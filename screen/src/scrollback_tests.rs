@@ -7,7 +7,7 @@ use crate::compact::WINDOW;
 use crate::{capture, legacy_lines, legacy_peek_snapshot, Emulator};
 
 /// Every capture that reads the scrollback or the screen.
-fn captures(e: &mut Emulator) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn captures(e: &mut Emulator) -> Vec<(String, Vec<u8>)> {
     let mut out = vec![
         ("plain full".into(), e.plain(true).into_bytes()),
         ("plain".into(), e.plain(false).into_bytes()),
@@ -75,7 +75,7 @@ impl Pair {
 /// Lines of everything a row can hold: 16/256/RGB colours, bold, underline styles
 /// and colours, inverse, wide characters, emoji, combining marks, tabs, erased and
 /// background-filled lines, hyperlinks, lines wrapped past the edge.
-fn hand_made(i: usize) -> String {
+pub(crate) fn hand_made(i: usize) -> String {
     match i % 12 {
         0 => format!("\x1b[31mred {i}\x1b[m \x1b[1;92mbright bold\x1b[m plain"),
         1 => format!(
@@ -127,9 +127,9 @@ fn hand_made_output_gives_the_same_captures() {
 }
 
 /// proptest's deterministic generator, seeded per case.
-struct Rng(proptest::test_runner::TestRng);
+pub(crate) struct Rng(proptest::test_runner::TestRng);
 impl Rng {
-    fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&seed.to_le_bytes());
         Self(proptest::test_runner::TestRng::from_seed(
@@ -137,7 +137,7 @@ impl Rng {
             &bytes,
         ))
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         use proptest::prelude::Rng as _;
         usize::try_from(self.0.next_u64() % n as u64).unwrap()
     }

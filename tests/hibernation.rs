@@ -67,3 +67,59 @@ fn a_quiet_detached_session_hibernates_and_wakes_with_the_same_screen() {
     let (dropped, end) = ring(&reg, "h");
     assert!(end > dropped, "output after the wake is in the ring again");
 }
+
+/// Resident KiB of the daemon's mappings of its executable's code (`r-xp`).
+fn code_rss_kib(pid: u64) -> u64 {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let mut total = 0;
+    let mut in_code = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            let perms = line.split_whitespace().nth(1).unwrap_or("");
+            in_code = perms == "r-xp" && line.contains('/');
+        } else if in_code && first == "Rss:" {
+            total += line
+                .split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<u64>()
+                .unwrap();
+        }
+    }
+    total
+}
+
+#[test]
+fn a_hibernating_daemon_lets_go_of_the_code_it_does_not_run() {
+    let reg = Reg::new();
+    reg.new_session("c", &["sh", "-c", "echo ready; exec cat"]);
+    reg.wait_for("c", "ready");
+    let pid = reg.run(&["status", "c", "--json"]).json()["daemonPid"]
+        .as_u64()
+        .unwrap();
+    let awake = code_rss_kib(pid);
+    // Waits for the daemon's own word (its log), which runs none of its code.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(reg.path("c.log"))
+        .unwrap_or_default()
+        .contains("hibernated")
+    {
+        assert!(Instant::now() < deadline, "c never hibernated");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // It lets go right after that line: poll (reading /proc runs none of its code).
+    let released = Instant::now() + Duration::from_secs(10);
+    let mut asleep = code_rss_kib(pid);
+    while asleep * 2 >= awake && Instant::now() < released {
+        std::thread::sleep(Duration::from_millis(20));
+        asleep = code_rss_kib(pid);
+    }
+    assert!(
+        asleep * 2 < awake,
+        "code resident: {awake} KiB awake, {asleep} KiB hibernated"
+    );
+    // And the code it needs comes back: the session still answers and echoes.
+    reg.run(&["send", "c", "again", "--keys", "Enter"]).ok();
+    reg.wait_for("c", "again");
+}

@@ -77,6 +77,9 @@ pub(crate) fn hibernate(session: &Session) -> bool {
     session.hibernation.asleep.set(true);
     crate::memory::trim_memory();
     log!("hibernated: quiet and detached for {HIBERNATE_QUIET:?}");
+    // Last, so that as little code as possible runs between it and the wait for
+    // the next event (each page touched maps its neighbours back too).
+    crate::memory::release_code();
     true
 }
 

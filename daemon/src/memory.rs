@@ -73,6 +73,57 @@ fn stack_low(maps: &str) -> Option<usize> {
     usize::from_str_radix(low, 16).ok()
 }
 
+/// Drops this process's mappings of the executable code it maps from files (the
+/// `latch` image and its libraries: every `r-xp` file mapping), as a hibernating
+/// daemon does (SPEC §4.4 "Hibernation"). Start-up and a burst touch far more
+/// code than an idle daemon runs; the pages stay in the page cache, shared with
+/// every other process mapping them, and the next event maps back the ones it
+/// runs (minor faults, read from that cache). Code is never written, so what is
+/// mapped back is what was there. Returns the bytes advised.
+pub(crate) fn release_code() -> usize {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return 0;
+    };
+    let mut released = 0;
+    for (start, len) in code_ranges(&maps) {
+        // SAFETY: [start, start + len) is a whole private, read-only, executable
+        // mapping of a file (`code_ranges`): its pages were never written, so
+        // dropping them loses nothing, and any later access, the instructions
+        // running now included, faults the same bytes back in from the file.
+        let advised = unsafe {
+            rustix::mm::madvise(
+                start as *mut std::ffi::c_void,
+                len,
+                rustix::mm::Advice::LinuxDontNeed,
+            )
+        };
+        if advised.is_ok() {
+            released += len;
+        }
+    }
+    released
+}
+
+/// The `(start, length)` of every private read-only executable file mapping in a
+/// `/proc/self/maps` listing (perms exactly `r-xp`, a path; never `[vdso]`).
+fn code_ranges(maps: &str) -> Vec<(usize, usize)> {
+    maps.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let range = fields.next()?;
+            let perms = fields.next()?;
+            let path = fields.nth(3)?;
+            if perms != "r-xp" || !path.starts_with('/') {
+                return None;
+            }
+            let (lo, hi) = range.split_once('-')?;
+            let lo = usize::from_str_radix(lo, 16).ok()?;
+            let hi = usize::from_str_radix(hi, 16).ok()?;
+            (hi > lo).then(|| (lo, hi - lo))
+        })
+        .collect()
+}
+
 /// Large buffers (output queue, full-scrollback snapshots) get their own mappings,
 /// returned to the system when freed: glibc would otherwise raise its threshold to
 /// the largest buffer freed so far and keep every later one in the heap.
@@ -87,6 +138,33 @@ pub(crate) fn fixed_mmap_threshold() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_private_executable_file_mappings_are_code() {
+        let maps = "\
+55a00d140000-55a00d1f7000 r--p 00000000 fe:00 5341203 /usr/bin/latch
+55a00d1f7000-55a00d50f000 r-xp 000b6000 fe:00 5341203 /usr/bin/latch
+55a00d50f000-55a00d51c000 r--p 003cd000 fe:00 5341203 /usr/bin/latch
+55a00d51c000-55a00d51e000 rw-p 003d9000 fe:00 5341203 /usr/bin/latch
+55a03f221000-55a03f266000 rw-p 00000000 00:00 0 [heap]
+7f66c2b56000-7f66c2cac000 r-xp 00026000 fe:00 326279 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f66c2d00000-7f66c2d01000 r-xs 00000000 fe:00 1 /dev/shm/shared
+7f66c2d43000-7f66c2d45000 r-xp 00000000 00:00 0 [vdso]
+7f66c2d46000-7f66c2d47000 r-xp 00000000 00:00 0
+";
+        assert_eq!(
+            code_ranges(maps),
+            [(0x55a0_0d1f_7000, 0x318_000), (0x7f66_c2b5_6000, 0x156_000)]
+        );
+    }
+
+    #[test]
+    fn released_code_runs_again() {
+        assert!(release_code() > 0);
+        // Everything below runs from pages that were just dropped.
+        assert_eq!(code_ranges("").len(), 0);
+        assert!(release_code() > 0);
+    }
 
     #[test]
     fn the_stack_listing_is_read_from_maps() {

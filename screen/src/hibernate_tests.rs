@@ -149,7 +149,14 @@ fn run(seed: u64, steps: usize) -> usize {
 
 #[test]
 fn random_output_and_resizes_give_the_same_screens_across_hibernation() {
-    for seed in 1..17u64 {
+    // 16 runs take about 15 s optimised and 130 s in a debug build: the debug
+    // build that CI's test run uses takes the first 5.
+    let seeds = if cfg!(debug_assertions) {
+        1..6u64
+    } else {
+        1..17
+    };
+    for seed in seeds {
         let slept = run(seed, 1000);
         assert!(slept > 30, "seed {seed}: hibernated only {slept} times");
     }

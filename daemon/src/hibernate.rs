@@ -19,7 +19,8 @@ use crate::session::Session;
 
 /// How long a session must be quiet before it hibernates (SPEC §8
 /// `HIBERNATE_QUIET_MS`).
-pub(crate) const HIBERNATE_QUIET: Duration = Duration::from_secs(2);
+pub(crate) const HIBERNATE_QUIET: Duration =
+    Duration::from_millis(latch_wire::limits::HIBERNATE_QUIET_MS);
 
 /// What the session keeps for its hibernation.
 #[derive(Debug, Default)]

@@ -124,7 +124,10 @@ pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
         }
     };
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, daemon(root, spec))
+    // On the heap: pinned on this frame, the daemon's state machine would hold the
+    // main thread's stack pages for its whole life (SPEC §4.4 "Hibernation": an
+    // idle daemon hands back the stack below its live frames, never these).
+    local.block_on(&rt, Box::pin(daemon(root, spec)))
 }
 
 async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {

@@ -41,6 +41,10 @@ pub const INPUT_QUEUE_BYTES: usize = 1024 * 1024;
 /// The newest output a daemon keeps per creation for reads by output cursor
 /// (OUTPUT_SINCE), in bytes; allocated on the first output (SPEC.md §8).
 pub const OUTPUT_RING_BYTES: usize = 1024 * 1024;
+
+/// Time without output after which a quiet, detached session hibernates (SPEC §4.4
+/// "Hibernation", §8).
+pub const HIBERNATE_QUIET_MS: u64 = 2000;
 /// Recordings of one creation at once at most (SPEC.md §4.8, §8).
 pub const CASTS_MAX: usize = 4;
 /// Output queued for one recording's writer before the daemon stops queueing and

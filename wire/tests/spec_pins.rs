@@ -47,6 +47,7 @@ fn limits_table_matches_the_code() {
         ("INPUT_QUEUE_BYTES", INPUT_QUEUE_BYTES as u64),
         ("PNG_MAX_PIXELS", PNG_MAX_PIXELS),
         ("OUTPUT_RING_BYTES", OUTPUT_RING_BYTES as u64),
+        ("HIBERNATE_QUIET_MS", HIBERNATE_QUIET_MS),
         ("CASTS_MAX", CASTS_MAX as u64),
         ("CAST_QUEUE_BYTES", CAST_QUEUE_BYTES as u64),
         ("CAST_MAX_BYTES_MIN", CAST_MAX_BYTES_MIN),

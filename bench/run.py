@@ -50,6 +50,7 @@ PEEK_N = 5 if QUICK else 10         # peeks per peer per round
 ATTACH_N = 8 if QUICK else 20
 CREATE_N = 2 if QUICK else 4        # creations per peer per round
 IDLE_N = 10                         # sessions per peer for idle PSS, each round afresh
+IDLE_SETTLE_S = 3.0                 # at rest: past the daemon's hibernation delay (SPEC §8)
 LS_SESSIONS = 100 if QUICK else 1000
 LS_WORKERS = 4                      # parallel `latch new -d` while filling for ls
 SCROLL_MB = 8 if QUICK else 72
@@ -756,7 +757,7 @@ def idle_memory(count, r=0):
         for i in range(count):
             v = latch_new(f"idle{count}-{r}-{i}", ["sleep", "100000"])
             daemons.append(v["daemonPid"])
-        time.sleep(0.5)  # measure at rest: let start-up allocations settle
+        settle_idle()
         out["latch"] = [sum(pss_kb(p) or 0 for p in daemons) / count]
         if "tmux" in PEERS:
             sock = os.path.join(TMP, f"tmux-idle{count}-{r}.sock")
@@ -939,6 +940,7 @@ def ls_many():
             run(args[:-1])
         track(int(run(["tmux", "-S", sock, "display", "-p", "#{pid}"]).stdout))
         out["tmux_sessions"] = run(["tmux", "-S", sock, "ls"]).stdout.count(b"\n")
+    idle_pss_1000(out, sock)
     rounds = {"latch": [], "tmux": []}
     for r in range(ROUNDS):
         rounds["latch"].append(time_cmd([LATCH, "ls", "--json"], 3))
@@ -949,6 +951,24 @@ def ls_many():
     out["ls_rows"] = len(json.loads(r.stdout))
     out["ls_bytes"] = len(r.stdout)
     return out
+
+
+def idle_pss_1000(out, tmux_sock):
+    """Total PSS of every latch daemon made for `ls` (programs excluded), at rest, and
+    of the tmux server holding as many sessions, measured side by side."""
+    settle_idle()
+    daemons = [d for d, _, sid in LATCH_SESSIONS if sid.startswith("ls")]
+    out["latch_total_pss_mb"] = sum(pss_kb(p) or 0 for p in daemons) / 1024
+    if "tmux" in PEERS and os.path.exists(tmux_sock):
+        pid = int(run(["tmux", "-S", tmux_sock, "display", "-p", "#{pid}"]).stdout)
+        out["tmux_total_pss_mb"] = (pss_kb(pid) or 0) / 1024
+    log(f"idle PSS of {len(daemons)} sessions: latch {out['latch_total_pss_mb']:.1f} MB, tmux {out.get('tmux_total_pss_mb', 0):.1f} MB")
+
+
+def settle_idle():
+    """Sessions at rest: start-up allocations settled and every quiet detached
+    daemon past its hibernation delay (SPEC §8, HIBERNATE_QUIET_MS)."""
+    time.sleep(IDLE_SETTLE_S)
 
 
 def wire_bench():
@@ -1105,11 +1125,14 @@ def main():
         row("the terminal reader's own ceiling (`cat FILE` into the pipe, no PTY; MB/s)", {"raw": term.get("reader")},
             "", "—", None)
     if echo:
-        ld, lt, ls_ = per_round(echo.get("latch"), echo.get("dtach")), per_round(echo.get("latch"), echo.get("tmux")), per_round(echo.get("latch"), echo.get("screen"))
-        ok = None if not ld or not lt else (med(ld) <= 1 and med(lt) <= 1)
+        lr, lt, ls_ = per_round(echo.get("latch"), echo.get("raw")), per_round(echo.get("latch"), echo.get("tmux")), per_round(echo.get("latch"), echo.get("screen"))
+        ld = per_round(echo.get("latch"), echo.get("dtach"))
+        ok = None if not lr or not lt else (med(lr) <= 1.5 and med(lt) <= 1)
         row("keystroke echo through an attached client (ms, p50 per round)", echo,
-            rat("/dtach", ld) + "; " + rat("/tmux", lt) + "; " + rat("/screen", ls_),
-            "<= dtach and <= tmux (aim: screen)", ok, 3)
+            rat("/raw", lr) + "; " + rat("/tmux", lt) + "; " + rat("/screen", ls_) + "; " + rat("/dtach", ld),
+            "<= tmux and <= 1.5x raw (aim: screen)", ok, 3)
+        p99 = {k: [pctl(d[k], 0.99) if k in d else None for d in RESULTS.get("echo_samples", [])] for k in echo}
+        row("keystroke echo, p99 per round (ms)", p99, rat("/tmux", per_round(p99.get("latch"), p99.get("tmux"))), "reported", None, 3)
     if cr:
         lsr, ld = per_round(cr.get("latch"), cr.get("screen")), per_round(cr.get("latch"), cr.get("dtach"))
         row("create detached until it answers (ms, median per round)", dict(cr, raw=cr.get("floor")),
@@ -1118,12 +1141,12 @@ def main():
     if peek:
         lt = per_round(peek.get("latch"), peek.get("tmux"))
         row("snapshot as one CLI process: `peek` / `capture-pane -p` / `hardcopy` (ms, median per round)",
-            dict(peek, raw=peek.get("floor")), rat("/tmux", lt), "<= 0.6x tmux; raw column: spawn floor",
-            None if not lt else med(lt) <= 0.6, 2)
+            dict(peek, raw=peek.get("floor")), rat("/tmux", lt), "<= 0.7x tmux; raw column: spawn floor",
+            None if not lt else med(lt) <= 0.7, 2)
     if idle:
         lt = per_round(idle.get("latch"), idle.get("tmux"))
-        row(f"idle PSS per session, {IDLE_N} sessions (KB)", idle, rat("/tmux", lt), "<= 300 KB",
-            None if not idle.get("latch") else med(idle["latch"]) <= 300, 0)
+        row(f"idle PSS per session, {IDLE_N} sessions (KB)", idle, rat("/tmux", lt), "<= 200 KB (aim: <= tmux)",
+            None if not idle.get("latch") else med(idle["latch"]) <= 200, 0)
     if mem50:
         row("idle PSS per session, 50 sessions (KB, one round)", {k: [v] for k, v in mem50.items()}, "", "—", None, 0)
     if sb:
@@ -1133,6 +1156,10 @@ def main():
             rat("/tmux", lt), "<= tmux", None if not lt else med(lt) <= 1)
         v2 = {"latch": [x.get("latch_after_peek") for x in sb], "tmux": [x.get("tmux_after_peek") for x in sb]}
         row("the same after one full capture (MB)", v2, rat("/tmux", per_round(v2["latch"], v2["tmux"])), "—", None)
+    if ls and ls.get("latch_total_pss_mb") is not None:
+        rows.append((f"total PSS of {ls.get('sessions')} idle sessions: latch's daemons / tmux's one server with {ls.get('tmux_sessions')} (MB, one round)", "",
+                     f"{ls['latch_total_pss_mb']:.1f}", f"{ls.get('tmux_total_pss_mb', 0):.1f}" if ls.get("tmux_total_pss_mb") is not None else "",
+                     "", "", "", "<= 200 MB", verdict(ls["latch_total_pss_mb"] <= 200 if ls.get("sessions", 0) >= 1000 else None)))
     if ls:
         s_ = ls["samples"]
         lr = per_round([med(x) for x in s_["latch"]], [med(x) for x in s_["tmux"]]) if s_.get("tmux") else []

@@ -339,13 +339,7 @@ impl Serve<'_> {
                 AttachEvent::Closed => return Ok(Pass::Done),
                 AttachEvent::Error { code, detail } => {
                     restore(self.guard.saved.as_ref());
-                    if code == latch_wire::ErrorCode::TooSlow {
-                        eprintln!(
-                            "[latch: cut off by {}: this terminal read nothing for a minute; attach again for a fresh screen]",
-                            self.session.id
-                        );
-                    }
-                    return Err(ClientError::Daemon { code, detail });
+                    return Err(daemon_error(&self.session.id, code, detail));
                 }
                 // GEOMETRY, and events a newer library may add.
                 _ => {}
@@ -434,6 +428,21 @@ impl Serve<'_> {
         self.reading_keys = false;
         let _ = self.writer.detach();
     }
+}
+
+/// The daemon's ERROR ending an attach (the terminal already restored), with the
+/// word a cut-off terminal gets; the relayed and the passed-terminal attach alike.
+pub(crate) fn daemon_error(
+    id: &latch_wire::SessionId,
+    code: latch_wire::ErrorCode,
+    detail: String,
+) -> ClientError {
+    if code == latch_wire::ErrorCode::TooSlow {
+        eprintln!(
+            "[latch: cut off by {id}: this terminal read nothing for a minute; attach again for a fresh screen]"
+        );
+    }
+    ClientError::Daemon { code, detail }
 }
 
 /// What attach says and returns once the loop is over (the terminal restored).

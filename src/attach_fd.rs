@@ -135,13 +135,7 @@ impl Serve<'_> {
                     AttachEvent::Closed => return Ok(()),
                     AttachEvent::Error { code, detail } => {
                         attach::restore(None);
-                        if code == latch_wire::ErrorCode::TooSlow {
-                            eprintln!(
-                                "[latch: cut off by {}: this terminal read nothing for a minute; attach again for a fresh screen]",
-                                self.session.id
-                            );
-                        }
-                        return Err(ClientError::Daemon { code, detail });
+                        return Err(attach::daemon_error(&self.session.id, code, detail));
                     }
                     _ => {}
                 }

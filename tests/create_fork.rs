@@ -37,6 +37,8 @@ fn bit(sig: i32) -> u64 {
     1 << (sig - 1)
 }
 
+/// The program's environment reaches the daemon over a pipe and the title replaces
+/// the creator's argv: /proc/PID/cmdline, which every user can read, shows neither.
 #[test]
 fn the_forked_daemon_shows_latch_daemon_and_never_the_creators_argv() {
     let reg = Reg::new();

@@ -68,37 +68,37 @@ fn a_quiet_detached_session_hibernates_and_wakes_with_the_same_screen() {
     assert!(end > dropped, "output after the wake is in the ring again");
 }
 
-/// Resident KiB of the daemon's mappings of its executable's code (`r-xp`).
-fn code_rss_kib(pid: u64) -> u64 {
+/// Resident KiB of the daemon's private mappings of files with permissions
+/// `perms` (`r-xp`: code; `r--p`: read-only data) that hold no page of their own
+/// (`Anonymous: 0 kB`; a relocated RELRO part is not counted).
+fn file_rss_kib(pid: u64, perms: &str) -> u64 {
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let kb = |line: &str| -> u64 { line.split_whitespace().nth(1).unwrap().parse().unwrap() };
     let mut total = 0;
-    let mut in_code = false;
+    let mut counted = false;
+    let mut rss = 0;
     for line in smaps.lines() {
         let first = line.split_whitespace().next().unwrap_or("");
         if first.contains('-') && !first.ends_with(':') {
-            let perms = line.split_whitespace().nth(1).unwrap_or("");
-            in_code = perms == "r-xp" && line.contains('/');
-        } else if in_code && first == "Rss:" {
-            total += line
-                .split_whitespace()
-                .nth(1)
-                .unwrap()
-                .parse::<u64>()
-                .unwrap();
+            counted = line.split_whitespace().nth(1) == Some(perms) && line.contains('/');
+        } else if counted && first == "Rss:" {
+            rss = kb(line);
+        } else if counted && first == "Anonymous:" && kb(line) == 0 {
+            total += rss;
         }
     }
     total
 }
 
 #[test]
-fn a_hibernating_daemon_lets_go_of_the_code_it_does_not_run() {
+fn a_hibernating_daemon_lets_go_of_the_file_pages_it_does_not_use() {
     let reg = Reg::new();
     reg.new_session("c", &["sh", "-c", "echo ready; exec cat"]);
     reg.wait_for("c", "ready");
     let pid = reg.run(&["status", "c", "--json"]).json()["daemonPid"]
         .as_u64()
         .unwrap();
-    let awake = code_rss_kib(pid);
+    let awake = (file_rss_kib(pid, "r-xp"), file_rss_kib(pid, "r--p"));
     // Waits for the daemon's own word (its log), which runs none of its code.
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(reg.path("c.log"))
@@ -110,16 +110,59 @@ fn a_hibernating_daemon_lets_go_of_the_code_it_does_not_run() {
     }
     // It lets go right after that line: poll (reading /proc runs none of its code).
     let released = Instant::now() + Duration::from_secs(10);
-    let mut asleep = code_rss_kib(pid);
-    while asleep * 2 >= awake && Instant::now() < released {
+    let halved = |asleep: (u64, u64)| asleep.0 * 2 < awake.0 && asleep.1 * 2 < awake.1;
+    let mut asleep = (file_rss_kib(pid, "r-xp"), file_rss_kib(pid, "r--p"));
+    while !halved(asleep) && Instant::now() < released {
         std::thread::sleep(Duration::from_millis(20));
-        asleep = code_rss_kib(pid);
+        asleep = (file_rss_kib(pid, "r-xp"), file_rss_kib(pid, "r--p"));
     }
     assert!(
-        asleep * 2 < awake,
-        "code resident: {awake} KiB awake, {asleep} KiB hibernated"
+        halved(asleep),
+        "code and read-only data resident (KiB): {awake:?} awake, {asleep:?} hibernated"
     );
     // And the code it needs comes back: the session still answers and echoes.
     reg.run(&["send", "c", "again", "--keys", "Enter"]).ok();
     reg.wait_for("c", "again");
+}
+
+/// Bytes the daemon has read through system calls (`rchar` of `/proc/PID/io`).
+fn read_bytes(pid: u64) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// An echo is not a burst: the quiet moment after a keystroke's echo hands no
+/// memory back (SPEC §4.4), so it reads no `/proc/self/maps` (some 5 KB a time).
+/// Before the fix every quiet moment after output did.
+#[test]
+fn a_quiet_moment_after_an_echo_trims_nothing() {
+    let reg = Reg::new();
+    reg.new_session("e", &["sh", "-c", "echo ready; exec cat"]);
+    reg.wait_for("e", "ready");
+    let pid = reg.run(&["status", "e", "--json"]).json()["daemonPid"]
+        .as_u64()
+        .unwrap();
+    // Past the first quiet moment (the start-up's output and its trim).
+    reg.run(&["send", "e", "warm", "--keys", "Enter"]).ok();
+    reg.wait_for("e", "warm");
+    let before = read_bytes(pid);
+    const ECHOES: u64 = 10;
+    for i in 0..ECHOES {
+        let word = format!("echo{i}");
+        reg.run(&["send", "e", &word, "--keys", "Enter"]).ok();
+        // Each wait is a new process and connection: far longer than the
+        // daemon's quiet period, so every echo is followed by one.
+        reg.wait_for("e", &word);
+    }
+    let read = read_bytes(pid) - before;
+    // The requests and the echoes themselves are some hundred bytes each.
+    assert!(
+        read < ECHOES * 1024,
+        "the daemon read {read} bytes for {ECHOES} echoes"
+    );
 }

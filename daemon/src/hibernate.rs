@@ -76,11 +76,13 @@ pub(crate) fn hibernate(session: &Session) -> bool {
     session.settle();
     session.log.borrow_mut().free_ring();
     session.hibernation.asleep.set(true);
-    crate::memory::trim_memory();
+    crate::memory::trim_memory(true);
     log!("hibernated: quiet and detached for {HIBERNATE_QUIET:?}");
     // Last, so that as little code as possible runs between it and the wait for
     // the next event (each page touched maps its neighbours back too).
-    crate::memory::release_code();
+    crate::memory::release_file_pages();
+    // The read of /proc/self/smaps left its buffer at the top of the heap.
+    crate::memory::trim_heap();
     true
 }
 

@@ -120,14 +120,14 @@ pub(crate) fn foreground_reading(child_pid: u32) -> bool {
     let Some((pgid, _)) = latch_registry::proc::foreground(child_pid) else {
         return false;
     };
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pgid}/stat")) else {
+    let Ok(stat) = latch_registry::proc::read_proc(&format!("/proc/{pgid}/stat")) else {
         return false;
     };
     // The state follows the command's closing parenthesis.
     let asleep = stat
         .rsplit_once(')')
         .is_some_and(|(_, rest)| rest.trim_start().starts_with('S'));
-    let wchan = std::fs::read_to_string(format!("/proc/{pgid}/wchan")).unwrap_or_default();
+    let wchan = latch_registry::proc::read_proc(&format!("/proc/{pgid}/wchan")).unwrap_or_default();
     asleep
         && [
             "n_tty_read",

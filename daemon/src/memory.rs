@@ -3,19 +3,22 @@
 
 /// How far below the current frame the stack is left alone: this frame, the red
 /// zone below it and madvise's own frames.
-const STACK_MARGIN: usize = 16 * 1024;
+const STACK_MARGIN: usize = 8 * 1024;
 
 /// Hands back what an idle daemon does not need: the allocator's free pages and
-/// the stack below the live frames.
-pub(crate) fn trim_memory() {
+/// the stack below the live frames. `fresh`: find the stack's mapping anew (a read
+/// of `/proc/self/maps`, some hundred microseconds) rather than trust the bound
+/// found before; a hibernation and the first trim do, a trim after a burst need
+/// not.
+pub(crate) fn trim_memory(fresh: bool) {
     trim_heap();
-    trim_stack();
+    trim_stack(fresh);
 }
 
 /// Hands the allocator's free pages back to the system. The emulator frees the
 /// full-cell rows its scrollback no longer needs in the middle of the heap, where
 /// `free` alone keeps them resident (glibc).
-fn trim_heap() {
+pub(crate) fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory; no pointer is involved.
     unsafe {
@@ -29,15 +32,28 @@ fn trim_heap() {
 /// Pages touched again later are simply zero-filled anew. Returns whether it did
 /// (only the main thread's stack is the `[stack]` mapping; on any other thread it
 /// does nothing).
-fn trim_stack() -> bool {
+fn trim_stack(fresh: bool) -> bool {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // The `[stack]` mapping's lowest address when last read. The mapping only
+    // grows downwards, so an older bound still lies inside it: trusting it can
+    // leave pages below it resident until the next fresh trim, never advise
+    // memory outside the stack.
+    static LOW: AtomicUsize = AtomicUsize::new(0);
     if rustix::thread::gettid() != rustix::process::getpid() {
         return false;
     }
-    let Some(low) = std::fs::read_to_string("/proc/self/maps")
-        .ok()
-        .and_then(|maps| stack_low(&maps))
-    else {
-        return false;
+    let known = LOW.load(Ordering::Relaxed);
+    let low = if fresh || known == 0 {
+        let Some(low) = std::fs::read_to_string("/proc/self/maps")
+            .ok()
+            .and_then(|maps| stack_low(&maps))
+        else {
+            return false;
+        };
+        LOW.store(low, Ordering::Relaxed);
+        low
+    } else {
+        known
     };
     let marker = 0u8;
     let here = std::ptr::addr_of!(marker) as usize;
@@ -73,23 +89,30 @@ fn stack_low(maps: &str) -> Option<usize> {
     usize::from_str_radix(low, 16).ok()
 }
 
-/// Drops this process's mappings of the executable code it maps from files (the
-/// `latch` image and its libraries: every `r-xp` file mapping), as a hibernating
-/// daemon does (SPEC §4.4 "Hibernation"). Start-up and a burst touch far more
-/// code than an idle daemon runs; the pages stay in the page cache, shared with
-/// every other process mapping them, and the next event maps back the ones it
-/// runs (minor faults, read from that cache). Code is never written, so what is
-/// mapped back is what was there. Returns the bytes advised.
-pub(crate) fn release_code() -> usize {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+/// Drops this process's mappings of the file pages it has never changed (the
+/// `latch` image's code and read-only data, its libraries'), as a hibernating
+/// daemon does (SPEC §4.4 "Hibernation"): every private, non-writable file
+/// mapping that holds no page of its own (`Anonymous: 0 kB` in
+/// `/proc/self/smaps`). Start-up and a burst touch far more of them than an idle
+/// daemon reads; the pages stay in the page cache, shared with every other
+/// process mapping them, and the next event maps back the ones it touches (minor
+/// faults, read from that cache). A mapping that holds a page of its own (the
+/// relocated RELRO part of an image, written before it was made read-only) is
+/// kept whole: dropping it would put back the file's bytes in place of what
+/// was written. Returns the bytes advised.
+pub(crate) fn release_file_pages() -> usize {
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
         return 0;
     };
     let mut released = 0;
-    for (start, len) in code_ranges(&maps) {
-        // SAFETY: [start, start + len) is a whole private, read-only, executable
-        // mapping of a file (`code_ranges`): its pages were never written, so
+    for (start, len) in unchanged_file_ranges(&smaps) {
+        // SAFETY: [start, start + len) is a whole private, non-writable mapping of
+        // a file that holds no anonymous (copied-on-write) page
+        // (`unchanged_file_ranges`): every resident page is the file's, so
         // dropping them loses nothing, and any later access, the instructions
-        // running now included, faults the same bytes back in from the file.
+        // running now included, faults the same bytes back in from the file. The
+        // daemon is one thread, and nothing can write a non-writable mapping
+        // between the read of smaps and this call.
         let advised = unsafe {
             rustix::mm::madvise(
                 start as *mut std::ffi::c_void,
@@ -104,24 +127,48 @@ pub(crate) fn release_code() -> usize {
     released
 }
 
-/// The `(start, length)` of every private read-only executable file mapping in a
-/// `/proc/self/maps` listing (perms exactly `r-xp`, a path; never `[vdso]`).
-fn code_ranges(maps: &str) -> Vec<(usize, usize)> {
-    maps.lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let range = fields.next()?;
-            let perms = fields.next()?;
-            let path = fields.nth(3)?;
-            if perms != "r-xp" || !path.starts_with('/') {
-                return None;
+/// The `(start, length)` of every private, non-writable file mapping without an
+/// anonymous page in a `/proc/PID/smaps` listing: perms `r--p` or `r-xp`, a path
+/// (never `[vdso]` or `[vvar]`), and `Anonymous: 0 kB`. A mapping whose
+/// `Anonymous` line is missing is left alone.
+fn unchanged_file_ranges(smaps: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut candidate: Option<(usize, usize)> = None;
+    for line in smaps.lines() {
+        if let Some(kb) = line.strip_prefix("Anonymous:") {
+            if let Some(range) = candidate.take() {
+                if kb.trim() == "0 kB" {
+                    out.push(range);
+                }
             }
-            let (lo, hi) = range.split_once('-')?;
-            let lo = usize::from_str_radix(lo, 16).ok()?;
-            let hi = usize::from_str_radix(hi, 16).ok()?;
-            (hi > lo).then(|| (lo, hi - lo))
-        })
-        .collect()
+            continue;
+        }
+        let mut fields = line.split_whitespace();
+        let Some(range) = fields.next() else { continue };
+        // A mapping's header: "lo-hi perms offset dev inode [path]"; the other
+        // lines are "Key:  value".
+        if range.ends_with(':') {
+            continue;
+        }
+        candidate = None;
+        let (Some(perms), Some(path)) = (fields.next(), fields.nth(3)) else {
+            continue;
+        };
+        if !matches!(perms, "r--p" | "r-xp") || !path.starts_with('/') {
+            continue;
+        }
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        if hi > lo {
+            candidate = Some((lo, hi - lo));
+        }
+    }
+    out
 }
 
 /// Large buffers (output queue, full-scrollback snapshots) get their own mappings,
@@ -139,31 +186,54 @@ pub(crate) fn fixed_mmap_threshold() {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_private_executable_file_mappings_are_code() {
-        let maps = "\
-55a00d140000-55a00d1f7000 r--p 00000000 fe:00 5341203 /usr/bin/latch
-55a00d1f7000-55a00d50f000 r-xp 000b6000 fe:00 5341203 /usr/bin/latch
-55a00d50f000-55a00d51c000 r--p 003cd000 fe:00 5341203 /usr/bin/latch
-55a00d51c000-55a00d51e000 rw-p 003d9000 fe:00 5341203 /usr/bin/latch
-55a03f221000-55a03f266000 rw-p 00000000 00:00 0 [heap]
-7f66c2b56000-7f66c2cac000 r-xp 00026000 fe:00 326279 /usr/lib/x86_64-linux-gnu/libc.so.6
-7f66c2d00000-7f66c2d01000 r-xs 00000000 fe:00 1 /dev/shm/shared
-7f66c2d43000-7f66c2d45000 r-xp 00000000 00:00 0 [vdso]
-7f66c2d46000-7f66c2d47000 r-xp 00000000 00:00 0
-";
-        assert_eq!(
-            code_ranges(maps),
-            [(0x55a0_0d1f_7000, 0x318_000), (0x7f66_c2b5_6000, 0x156_000)]
-        );
+    /// One mapping of a `/proc/PID/smaps` listing: its header and the two lines
+    /// that matter here.
+    fn mapping(header: &str, anonymous_kb: u32) -> String {
+        format!("{header}\nSize:  100 kB\nRss:  8 kB\nAnonymous:  {anonymous_kb} kB\nSwap:  0 kB\n")
     }
 
     #[test]
-    fn released_code_runs_again() {
-        assert!(release_code() > 0);
-        // Everything below runs from pages that were just dropped.
-        assert_eq!(code_ranges("").len(), 0);
-        assert!(release_code() > 0);
+    fn only_unchanged_private_read_only_file_mappings_are_released() {
+        let smaps = [
+            mapping("00200000-003b1000 r--p 00000000 fe:00 5341203 /usr/bin/latch", 0),
+            mapping("003b1000-00be9000 r-xp 001b1000 fe:00 5341203 /usr/bin/latch", 0),
+            // RELRO: relocated, then made read-only; it holds pages of its own.
+            mapping("00be9000-00c10000 r--p 009e9000 fe:00 5341203 /usr/bin/latch", 8),
+            mapping("00c10000-00c11000 rw-p 00a10000 fe:00 5341203 /usr/bin/latch", 0),
+            mapping("241e3000-24218000 rw-p 00000000 00:00 0 [heap]", 132),
+            mapping("7f66c2b56000-7f66c2cac000 r-xp 00026000 fe:00 326279 /usr/lib/x86_64-linux-gnu/libc.so.6", 0),
+            mapping("7f66c2d00000-7f66c2d01000 r-xs 00000000 fe:00 1 /dev/shm/shared", 0),
+            mapping("7f66c2d40000-7f66c2d43000 r--p 00000000 00:00 0 [vvar]", 0),
+            mapping("7f66c2d43000-7f66c2d45000 r-xp 00000000 00:00 0 [vdso]", 0),
+            mapping("7f66c2d46000-7f66c2d47000 r-xp 00000000 00:00 0", 0),
+        ]
+        .concat();
+        assert_eq!(
+            unchanged_file_ranges(&smaps),
+            [
+                (0x20_0000, 0x1b_1000),
+                (0x3b_1000, 0x83_8000),
+                (0x7f66_c2b5_6000, 0x156_000)
+            ]
+        );
+        // A header without its Anonymous line (a truncated listing) releases nothing.
+        assert!(unchanged_file_ranges(
+            "00200000-003b1000 r--p 00000000 fe:00 5341203 /usr/bin/latch\nRss: 8 kB\n"
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn released_pages_run_and_read_again() {
+        assert!(release_file_pages() > 0);
+        // Everything below runs from pages that were just dropped, and reads
+        // constants from them.
+        assert_eq!(unchanged_file_ranges("").len(), 0);
+        assert_eq!(
+            format!("{:?}", Some("read-only data")),
+            "Some(\"read-only data\")"
+        );
+        assert!(release_file_pages() > 0);
     }
 
     #[test]
@@ -202,8 +272,9 @@ mod tests {
     fn only_the_main_thread_trims_its_stack() {
         // Test threads are normally not the process's main thread.
         let main = rustix::thread::gettid() == rustix::process::getpid();
-        assert_eq!(trim_stack(), main);
-        trim_memory();
+        assert_eq!(trim_stack(true), main);
+        assert_eq!(trim_stack(false), main);
+        trim_memory(false);
         fixed_mmap_threshold();
         let v = vec![1u8; 1 << 20];
         assert_eq!(v.iter().map(|&b| usize::from(b)).sum::<usize>(), 1 << 20);

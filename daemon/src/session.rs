@@ -261,11 +261,15 @@ impl Session {
 
     /// Applies the output queued for the emulator (when the program is quiet).
     pub fn apply_output(&self) {
-        self.term.borrow_mut().release();
-        // The burst's buffers (the read buffer, the emulator's spare rows) were
-        // freed in the middle of the heap: hand their pages back, and the stack
-        // the parsing touched.
-        crate::memory::trim_memory();
+        // After a burst that moved rows into the compact scrollback, the
+        // emulator's spare rows (and the burst's read buffer) were freed in the
+        // middle of the heap: hand their pages back, and the stack the parsing
+        // touched. After a keystroke's echo nothing of the kind was freed, and a
+        // trim there would cost every quiet moment of an interactive session
+        // hundreds of microseconds.
+        if self.term.borrow_mut().release() {
+            crate::memory::trim_memory(false);
+        }
         self.settle();
     }
 

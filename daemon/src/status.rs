@@ -80,12 +80,12 @@ pub(crate) fn resources(pid: u32) -> Value {
 
 fn read_resources(pid: u32) -> Option<(u64, f64)> {
     // Both files are small and bounded by the kernel.
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = latch_registry::proc::read_proc(&format!("/proc/{pid}/status")).ok()?;
     let rss = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = latch_registry::proc::read_proc(&format!("/proc/{pid}/stat")).ok()?;
     let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
     // Fields 14, 15 and 22 of stat (utime, stime, starttime), in USER_HZ (100).
     let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());

@@ -162,7 +162,7 @@ impl Session {
         self.term.borrow_mut().resize(r.get(), c.get());
         if cols != self.size.get().1 {
             // A reflow of the scrollback rebuilt its rows in full cells for a moment.
-            crate::memory::trim_memory();
+            crate::memory::trim_memory(false);
         }
         self.settle();
         self.size.set((rows, cols));

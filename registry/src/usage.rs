@@ -6,7 +6,6 @@
 //! finds them ([`crate::proc::session_members`]). A process that left the terminal
 //! session (`setsid`, a daemonising double fork) is not counted.
 
-use std::fs;
 
 use crate::proc::PidFd;
 
@@ -88,10 +87,10 @@ pub fn parse_pss(rollup: &str) -> Option<u64> {
 /// its process is gone).
 pub fn proc_usage(fd: &PidFd, with_pss: bool) -> Option<ProcUsage> {
     let pid = fd.pid();
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = crate::proc::read_proc(&format!("/proc/{pid}/stat")).ok()?;
     let (cpu_ms, rss_bytes) = parse_cpu_rss(&stat)?;
     let pss_bytes = if with_pss {
-        fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        crate::proc::read_proc(&format!("/proc/{pid}/smaps_rollup"))
             .ok()
             .and_then(|r| parse_pss(&r))
     } else {

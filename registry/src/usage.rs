@@ -6,7 +6,6 @@
 //! finds them ([`crate::proc::session_members`]). A process that left the terminal
 //! session (`setsid`, a daemonising double fork) is not counted.
 
-
 use crate::proc::PidFd;
 
 /// What one process uses.

@@ -68,6 +68,15 @@ fn a_quiet_detached_session_hibernates_and_wakes_with_the_same_screen() {
     assert!(end > dropped, "output after the wake is in the ring again");
 }
 
+/// Starts `cat` in session `id` once it has shown its first line; its daemon's pid.
+fn ready_cat(reg: &Reg, id: &str) -> u64 {
+    reg.new_session(id, &["sh", "-c", "echo ready; exec cat"]);
+    reg.wait_for(id, "ready");
+    reg.run(&["status", id, "--json"]).json()["daemonPid"]
+        .as_u64()
+        .unwrap()
+}
+
 /// Resident KiB of the daemon's private mappings of files with permissions
 /// `perms` (`r-xp`: code; `r--p`: read-only data) that hold no page of their own
 /// (`Anonymous: 0 kB`; a relocated RELRO part is not counted).
@@ -93,11 +102,7 @@ fn file_rss_kib(pid: u64, perms: &str) -> u64 {
 #[test]
 fn a_hibernating_daemon_lets_go_of_the_file_pages_it_does_not_use() {
     let reg = Reg::new();
-    reg.new_session("c", &["sh", "-c", "echo ready; exec cat"]);
-    reg.wait_for("c", "ready");
-    let pid = reg.run(&["status", "c", "--json"]).json()["daemonPid"]
-        .as_u64()
-        .unwrap();
+    let pid = ready_cat(&reg, "c");
     let awake = (file_rss_kib(pid, "r-xp"), file_rss_kib(pid, "r--p"));
     // Waits for the daemon's own word (its log), which runs none of its code.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -142,11 +147,7 @@ fn read_bytes(pid: u64) -> u64 {
 #[test]
 fn a_quiet_moment_after_an_echo_trims_nothing() {
     let reg = Reg::new();
-    reg.new_session("e", &["sh", "-c", "echo ready; exec cat"]);
-    reg.wait_for("e", "ready");
-    let pid = reg.run(&["status", "e", "--json"]).json()["daemonPid"]
-        .as_u64()
-        .unwrap();
+    let pid = ready_cat(&reg, "e");
     // Past the first quiet moment (the start-up's output and its trim).
     reg.run(&["send", "e", "warm", "--keys", "Enter"]).ok();
     reg.wait_for("e", "warm");

@@ -44,7 +44,7 @@ fn trim_stack(fresh: bool) -> bool {
     }
     let known = LOW.load(Ordering::Relaxed);
     let low = if fresh || known == 0 {
-        let Some(low) = std::fs::read_to_string("/proc/self/maps")
+        let Some(low) = latch_registry::proc::read_proc("/proc/self/maps")
             .ok()
             .and_then(|maps| stack_low(&maps))
         else {
@@ -101,7 +101,7 @@ fn stack_low(maps: &str) -> Option<usize> {
 /// kept whole: dropping it would put back the file's bytes in place of what
 /// was written. Returns the bytes advised.
 pub(crate) fn release_file_pages() -> usize {
-    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
+    let Ok(smaps) = latch_registry::proc::read_proc("/proc/self/smaps") else {
         return 0;
     };
     let mut released = 0;
@@ -244,7 +244,7 @@ mod tests {
         assert_eq!(stack_low(maps), Some(0x7ffd_3c9e_0000));
         assert_eq!(stack_low("7f00-7f01 rw-p 0 0:0 0 [heap]\n"), None);
         assert_eq!(stack_low("zz-7f01 rw-p 0 0:0 0 [stack]\n"), None);
-        let ours = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let ours = latch_registry::proc::read_proc("/proc/self/maps").unwrap();
         assert!(stack_low(&ours).is_some(), "{ours}");
     }
 

@@ -36,8 +36,9 @@ impl ProcIdentity {
     }
 }
 
-/// Reads a small `/proc` file (`stat`, `comm`, `status`, `wchan`, `boot_id`,
-/// `smaps_rollup`) whole. procfs reports a size of 0, so the size probe of
+/// Reads a `/proc` file whole: the small ones (`stat`, `comm`, `status`, `wchan`,
+/// `boot_id`, `smaps_rollup`) in one read, longer ones (`maps`, `smaps`) in
+/// doubling steps. procfs reports a size of 0, so the size probe of
 /// `fs::read_to_string` (an `fstat` and an `lseek`) buys nothing, and its buffer,
 /// grown from 32 bytes, costs five reads for a 300-byte `stat`; a buffer that
 /// holds every such file costs one read and the read of its end. `ls` does this

@@ -175,3 +175,81 @@ fn the_library_spawns_latch_daemon() {
         ]
     );
 }
+
+/// The program starts with no signal blocked, though its daemon blocks SIGTERM and
+/// SIGHUP (it reads them from a signalfd) and still handles them: SIGTERM to the
+/// daemon reaches the program as SIGHUP (SPEC §5.6).
+#[test]
+fn the_program_starts_with_no_signal_blocked_and_the_daemon_still_handles_sigterm() {
+    let reg = Reg::new();
+    let r = reg.run(&[
+        "new",
+        "-d",
+        "--json",
+        "--id",
+        "mask",
+        "--",
+        "sh",
+        "-c",
+        "grep SigBlk /proc/self/status; trap 'exit 7' HUP; echo armed; while :; do sleep 0.05; done",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let daemon = r.json()["daemonPid"].as_u64().unwrap();
+    let child = r.json()["childPid"].as_u64().unwrap();
+    let screen = reg.wait_for("mask", "armed");
+    // The tab is drawn as blanks on the screen.
+    let mask = screen.lines().find_map(|l| l.strip_prefix("SigBlk:"));
+    assert_eq!(mask.map(str::trim), Some("0000000000000000"), "{screen}");
+    let blocked = sig_field(daemon, "SigBlk");
+    assert_eq!(
+        blocked,
+        bit(libc::SIGTERM) | bit(libc::SIGHUP),
+        "daemon SigBlk {blocked:x}"
+    );
+    assert_eq!(sig_field(child, "SigBlk"), 0);
+    // SAFETY: kill takes no pointers; the pid is the daemon's, alive (just read).
+    assert_eq!(unsafe { libc::kill(daemon as i32, libc::SIGTERM) }, 0);
+    reg.wait_exit("mask");
+    let rec = reg.record("mask");
+    assert_eq!(rec["exit"]["code"], 7, "{rec}");
+}
+
+/// Whether the page holding `addr` is resident in `pid` (/proc/PID/pagemap's
+/// present bit, which an unprivileged reader of its own processes sees too).
+fn resident(pid: u64, addr: u64) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(format!("/proc/{pid}/pagemap")).unwrap();
+    f.seek(SeekFrom::Start(addr / 4096 * 8)).unwrap();
+    let mut entry = [0u8; 8];
+    f.read_exact(&mut entry).unwrap();
+    u64::from_le_bytes(entry) >> 63 == 1
+}
+
+/// A forked daemon hands back the creator's frames, which it never returns into:
+/// the page just below where the process's stack began (`_start`, `main` and the
+/// CLI's outermost frames, touched by every `latch new`) is not resident in the
+/// daemon, while the argv and environment above it still are (SPEC §9.6).
+#[test]
+fn the_forked_daemon_keeps_none_of_the_creators_stack_frames() {
+    let reg = Reg::new();
+    let r = reg.run(&["new", "-d", "--json", "--id", "stack", "--", "sleep", "600"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let daemon = r.json()["daemonPid"].as_u64().unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{daemon}/stat")).unwrap();
+    // Field 28, startstack: counted after the command's closing parenthesis.
+    let after = stat.rsplit_once(')').unwrap().1;
+    let start: u64 = after.split_whitespace().nth(25).unwrap().parse().unwrap();
+    assert!(start > 0, "{stat}");
+    let start_page = start & !4095;
+    // The strings of argv and the environment, read by the daemon (its title).
+    assert!(resident(daemon, start_page), "startstack {start:x}");
+    // Below the argument and environment pointers: the creator's first frames.
+    let below = start_page - 2 * 4096;
+    assert!(
+        !resident(daemon, below),
+        "the creator's frames at {below:x} are still resident (startstack {start:x})"
+    );
+    // The daemon still serves.
+    reg.wait_for("stack", "");
+    assert_eq!(reg.run(&["peek", "stack"]).code, 0);
+}

@@ -88,10 +88,62 @@ fn child(
     if !crate::proctitle::set(title) {
         fail("cannot overwrite the creator's command line");
     }
+    // On the heap: what the daemon needs must not lie in the frames released next.
+    run(entry, Box::new((root, spec)))
+}
+
+/// The daemon's entry, on a frame below every frame of the creator's, which are
+/// dead: this process never returns into them (it exits here), and nothing the
+/// daemon uses lives in them (its arguments are on the heap, the creator's argv and
+/// environment above them, where the process began). Their pages, as deep as the
+/// creator's call chain was at the fork (some 30 KiB for `latch new`), are handed
+/// back first, so that an idle daemon does not keep them for its whole life
+/// (SPEC §9.6).
+#[inline(never)]
+fn run(entry: DaemonEntry, args: Box<(PathBuf, CreateSpec)>) -> ! {
+    let here = 0u8;
+    release_frames_above(std::ptr::addr_of!(here) as usize);
+    let (root, spec) = *args;
     // A panic must not unwind into the caller's frames, which would go on as the CLI.
     let code =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| entry(root, spec))).unwrap_or(101);
     std::process::exit(code)
+}
+
+/// Room left above `here` for the frames of `run` and `child` themselves.
+const OWN_FRAMES: usize = 8 * 1024;
+
+extern "C" {
+    /// Where the process's stack began: its argument count, above which the kernel
+    /// put argv, the environment and the auxiliary vector (glibc's dynamic loader
+    /// sets it before any code of ours runs).
+    static __libc_stack_end: *const libc::c_void;
+}
+
+/// `madvise(MADV_DONTNEED)` over the whole pages strictly between `here` (plus
+/// `OWN_FRAMES`) and the page holding the start of the process's stack. A stack
+/// that does not read as expected (no room between them) is left alone.
+fn release_frames_above(here: usize) {
+    // SAFETY: a plain read of a pointer-sized static the loader wrote before main.
+    let start = unsafe { __libc_stack_end } as usize;
+    // SAFETY: sysconf takes no pointers.
+    let page = match usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }) {
+        Ok(p) if p.is_power_of_two() => p,
+        _ => return,
+    };
+    let low = (here + OWN_FRAMES).next_multiple_of(page);
+    let high = start & !(page - 1);
+    if high <= low {
+        return;
+    }
+    // SAFETY: [low, high) lies inside the main thread's stack, above every live frame
+    // of this process (`run` never returns, and `OWN_FRAMES` covers its frame and
+    // `child`'s) and below the page where the process's stack began, so no live
+    // object is in it; MADV_DONTNEED makes those pages read as zero if ever touched
+    // again, and nothing will touch them.
+    unsafe {
+        libc::madvise(low as *mut libc::c_void, high - low, libc::MADV_DONTNEED);
+    }
 }
 
 /// Ends the child before the daemon starts: the creator reads EOF on the readiness

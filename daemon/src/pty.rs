@@ -137,10 +137,18 @@ pub(crate) fn spawn(program: &Program<'_>, slave: OwnedFd) -> Result<Child, Spaw
         .stderr(Stdio::from(slave));
     // SAFETY: the closure runs in the forked child between fork and exec, after std
     // has dup2'd the slave onto fds 0, 1 and 2. It calls only async-signal-safe
-    // functions (setsid, ioctl, close_range through syscall) and allocates nothing
-    // (`last_os_error` only reads errno).
+    // functions (sigemptyset, pthread_sigmask, setsid, ioctl, close_range through
+    // syscall) and allocates nothing (`last_os_error` only reads errno).
     unsafe {
         cmd.pre_exec(|| {
+            // The daemon blocks the signals it reads from its signalfd
+            // (serve::Signals); the program starts with none blocked (std clears
+            // the mask too today, which it does not promise).
+            let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(empty.as_mut_ptr());
+            if libc::pthread_sigmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut()) != 0 {
+                return Err(io::Error::other("cannot clear the signal mask"));
+            }
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }

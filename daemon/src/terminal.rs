@@ -273,7 +273,14 @@ async fn keys_of(term: &Terminal) -> Inbound {
                 let mut buf = [0u8; 4096];
                 match guard.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut buf)?)) {
                     Ok(Ok(0)) | Ok(Err(_)) => return hangup(term),
-                    Ok(Ok(n)) => term.keys_read(buf.get(..n).unwrap_or_default()),
+                    Ok(Ok(n)) => {
+                        // A short read took all the terminal held; the next key wakes
+                        // the reactor again (no read only to learn EAGAIN).
+                        if n < buf.len() {
+                            guard.clear_ready();
+                        }
+                        term.keys_read(buf.get(..n).unwrap_or_default());
+                    }
                     Err(_would_block) => {}
                 }
             }

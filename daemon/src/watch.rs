@@ -16,6 +16,7 @@ pub(crate) trait OwnsFd: AsRawFd {}
 impl OwnsFd for OwnedFd {}
 impl OwnsFd for latch_registry::PidFd {}
 impl OwnsFd for crate::pty::ChildProc {}
+impl OwnsFd for nix::sys::signalfd::SignalFd {}
 
 /// Registers `inner` with the runtime for `interest`; the `AsyncFd` owns it.
 pub(crate) fn watch<T: OwnsFd>(inner: T, interest: Interest) -> std::io::Result<AsyncFd<T>> {

@@ -6,9 +6,9 @@
 #
 #   bench/cast_throughput.sh [MB] [ROUNDS]      (default 50 MB, 5 rounds each)
 #
-# LATCH names the binary (default target/release/latch; build it first).
+# LATCH names the binary (default target/x86_64-unknown-linux-gnu/release/latch; build it first).
 set -euo pipefail
-L=${LATCH:-target/release/latch}
+L=${LATCH:-target/x86_64-unknown-linux-gnu/release/latch}
 MB=${1:-50}
 ROUNDS=${2:-5}
 tmp=$(mktemp -d /tmp/castbench.XXXXXX)

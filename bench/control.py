@@ -3,7 +3,7 @@
 `latch peek` process per snapshot; and requests per second on one control
 connection (64 in flight, SPEC §13.6). BENCHMARKS.md has a run.
 
-    python3 bench/control.py [path/to/latch]   # default target/release/latch
+    python3 bench/control.py [path/to/latch]   # default target/x86_64-unknown-linux-gnu/release/latch
 """
 
 import json
@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-LATCH = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/release/latch")
+LATCH = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/x86_64-unknown-linux-gnu/release/latch")
 N = int(os.environ.get("N", "2000"))
 
 

@@ -194,7 +194,7 @@ def ping_floods(latch, n=8, seconds=5):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--latch", default="target/release/latch")
+    ap.add_argument("--latch", default="target/x86_64-unknown-linux-gnu/release/latch")
     ap.add_argument("--rounds", type=int, default=10)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="latch-robust-")

@@ -23,10 +23,19 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Where bench/run.sh built them: $CARGO_TARGET_DIR when set, else each workspace's target/.
+# Where bench/run.sh built them: $CARGO_TARGET_DIR when set, else each workspace's
+# target/; under the build target's directory (.cargo/config.toml names one), else
+# directly under it (a build with another CARGO_BUILD_TARGET or none).
 _TARGET = os.environ.get("CARGO_TARGET_DIR")
-LATCH = os.environ.get("LATCH_BIN") or os.path.join(_TARGET or os.path.join(REPO, "target"), "release", "latch")
-TOOLS = os.path.join(_TARGET or os.path.join(REPO, "bench", "tools", "target"), "release")
+
+
+def _release_dir(target):
+    named = os.path.join(target, "x86_64-unknown-linux-gnu", "release")
+    return named if os.path.isdir(named) else os.path.join(target, "release")
+
+
+LATCH = os.environ.get("LATCH_BIN") or os.path.join(_release_dir(_TARGET or os.path.join(REPO, "target")), "latch")
+TOOLS = _release_dir(_TARGET or os.path.join(REPO, "bench", "tools", "target"))
 PTYRUN = os.path.join(TOOLS, "ptyrun")
 WIRE = os.path.join(TOOLS, "wire")
 

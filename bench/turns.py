@@ -5,7 +5,7 @@ send-keys + polling capture-pane for a marker, and `latch wait --idle` accuracy
 return, less the idle duration). Usage: bench/turns.py [LATCH] [N]."""
 import json, os, subprocess, sys, tempfile, time
 
-LATCH = sys.argv[1] if len(sys.argv) > 1 else "target/release/latch"
+LATCH = sys.argv[1] if len(sys.argv) > 1 else "target/x86_64-unknown-linux-gnu/release/latch"
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 50
 root = tempfile.mkdtemp(prefix="lbench")
 env = dict(os.environ, LATCH_ROOT=os.path.join(root, "r"), HOME=root)

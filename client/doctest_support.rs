@@ -12,7 +12,17 @@ pub fn latch_program() -> std::path::PathBuf {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    let p = target.join(profile).join("latch");
+    // Under the build target's directory (.cargo/config.toml names one), else
+    // directly under the target directory.
+    let named = target
+        .join("x86_64-unknown-linux-gnu")
+        .join(profile)
+        .join("latch");
+    let p = if named.is_file() {
+        named
+    } else {
+        target.join(profile).join("latch")
+    };
     assert!(
         p.is_file(),
         "latch-client's doctests start real daemons with the latch binary, and {} is \

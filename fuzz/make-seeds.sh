@@ -14,7 +14,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-latch="$(realpath "${1:-$here/../target/debug/latch}")"
+latch="$(realpath "${1:-$here/../target/x86_64-unknown-linux-gnu/debug/latch}")"
 corpus="$here/corpus"
 tmp="$(mktemp -d)"
 root="$tmp/root"

@@ -5,7 +5,7 @@
 //!
 //! ```sh
 //! cargo run -p latch-client --example supervisor -- \
-//!     --root /tmp/reg --state /tmp/sup --latch target/debug/latch -n 3 --race
+//!     --root /tmp/reg --state /tmp/sup --latch target/x86_64-unknown-linux-gnu/debug/latch -n 3 --race
 //! ```
 //!
 //! `--race` makes a rival restart the first job between its start and its stop,

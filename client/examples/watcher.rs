@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run -p latch-client --example watcher -- \
-//!     --root /tmp/reg --latch target/debug/latch build build.log
+//!     --root /tmp/reg --latch target/x86_64-unknown-linux-gnu/debug/latch build build.log
 //! ```
 //!
 //! The file starts with the screen as it was at the attach cut (ANSI that repaints

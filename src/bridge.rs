@@ -203,9 +203,9 @@ fn ls(req: LsRequest) -> Result<Vec<serde_json::Value>, ClientError> {
     let want = crate::commands::parse_kv(&req.tags, "--tag")?;
     let entries =
         registry_ops::list_entries(&client, &want, req.status.as_deref(), owner.as_ref())?;
-    entries
-        .iter()
-        .map(|e| serde_json::to_value(registry_ops::ls_entry(e)))
+    registry_ops::ls_entries(&entries)
+        .into_iter()
+        .map(serde_json::to_value)
         .collect::<Result<_, _>>()
         .map_err(|e| ClientError::failed("", e))
 }

@@ -92,9 +92,6 @@ impl std::fmt::Display for SessionStatus {
     }
 }
 
-/// Ids a listing thread reads at least (fewer: one thread does it all).
-const LIST_PER_THREAD: usize = 128;
-
 /// Derives the status of a record: its recorded exit, or whether its daemon is
 /// observed running (SPEC.md §9.7). An observation, never the basis of a signal.
 pub fn derive_status(record: &Record) -> SessionStatus {
@@ -379,30 +376,7 @@ impl Client {
         let (ids, bad) = self.registry.list_ids()?;
         // Reading a record and observing its daemon is independent per id: split a
         // large registry over the available cores, keeping the listing's order.
-        let workers = std::thread::available_parallelism()
-            .map_or(1, std::num::NonZero::get)
-            .min(ids.len() / LIST_PER_THREAD + 1);
-        let mut out: Vec<Entry> = if workers <= 1 {
-            ids.iter().filter_map(|id| self.entry(id)).collect()
-        } else {
-            let chunk = ids.len().div_ceil(workers);
-            std::thread::scope(|scope| {
-                let parts: Vec<_> = ids
-                    .chunks(chunk)
-                    .map(|part| {
-                        scope.spawn(move || {
-                            part.iter()
-                                .filter_map(|id| self.entry(id))
-                                .collect::<Vec<_>>()
-                        })
-                    })
-                    .collect();
-                parts
-                    .into_iter()
-                    .flat_map(|h| h.join().unwrap_or_default())
-                    .collect()
-            })
-        };
+        let mut out = crate::parallel::map(&ids, crate::parallel::PER_THREAD, |id| self.entry(id));
         for stem in bad {
             out.push(Entry::Degraded {
                 error: format!("{stem:?} is not a valid session id"),

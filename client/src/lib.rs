@@ -363,6 +363,7 @@ mod names;
 #[cfg(feature = "tokio")]
 pub mod nonblocking;
 mod options;
+pub mod parallel;
 mod proto;
 mod receipt;
 mod supervise;

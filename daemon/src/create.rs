@@ -66,7 +66,7 @@ impl CreateError {
     }
 }
 
-fn registry_error(e: RegistryError) -> CreateError {
+pub(crate) fn registry_error(e: RegistryError) -> CreateError {
     let kind = match &e {
         RegistryError::Busy { .. } => FailureKind::Busy,
         RegistryError::UnsafeRoot { .. } | RegistryError::UnsafeKey { .. } => FailureKind::Refused,
@@ -301,10 +301,10 @@ impl Undo {
     }
 }
 
-/// Creates the session described by `spec` in the registry at `root`. Must run inside
-/// the daemon's runtime (the listener, PTY and pidfd are registered with it).
+/// Creates the session described by `spec` in `registry`. Must run inside the
+/// daemon's runtime (the listener, PTY and pidfd are registered with it).
 pub(crate) fn create(
-    root: &Path,
+    registry: Registry,
     spec: &CreateSpec,
     supervisor: Rc<Supervisor>,
 ) -> Result<Created, CreateError> {
@@ -328,7 +328,6 @@ pub(crate) fn create(
             ),
         ));
     }
-    let registry = Registry::open(root).map_err(registry_error)?;
     registry.check_new_id(&spec.id).map_err(registry_error)?;
     let lock = registry
         .lock(&spec.id, DEFAULT_LOCK_WAIT)

@@ -136,14 +136,17 @@ pub fn run(root: PathBuf, mut spec: CreateSpec) -> i32 {
 
 async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
     let signals = serve::Signals::install();
-    let supervisor = match latch_registry::Registry::open(&root) {
-        Ok(reg) => respawn::Supervisor::new(&reg, &spec),
+    // Opened once: the supervisor reads it, and creation goes on with it.
+    let registry = match latch_registry::Registry::open(&root) {
+        Ok(reg) => reg,
         Err(e) => {
             log!("creation of {} failed: {e}", spec.id);
-            report_failure(FailureKind::Io, &e.to_string());
+            let e = create::registry_error(e);
+            report_failure(e.kind, &e.message);
             return 1;
         }
     };
+    let supervisor = respawn::Supervisor::new(&registry, &spec);
     // `new --cast`: the file is opened before the program exists, so the
     // recording has its first byte (SPEC §4.8).
     let cast = match spec.cast.as_ref().map(cast_session::open_first).transpose() {
@@ -153,7 +156,7 @@ async fn daemon(root: PathBuf, spec: CreateSpec) -> i32 {
             return 1;
         }
     };
-    let mut created = match create::create(&root, &spec, supervisor.clone()) {
+    let mut created = match create::create(registry, &spec, supervisor.clone()) {
         Ok(c) => c,
         Err(e) => {
             log!("creation of {} failed ({}): {}", spec.id, e.kind, e.message);

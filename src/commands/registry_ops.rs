@@ -27,7 +27,7 @@ pub(crate) fn ls(
     let client = open(root)?;
     let entries = list_entries(&client, &want_tags, status, owner.as_ref())?;
     if json {
-        let arr: Vec<EntryJson> = entries.iter().map(ls_entry).collect();
+        let arr = ls_entries(&entries);
         shapes::print(&arr)?;
     } else if entries.is_empty() {
         if status.is_some() || !want_tags.is_empty() || owner.is_some() {
@@ -43,9 +43,17 @@ pub(crate) fn ls(
     Ok(exit::OK)
 }
 
+/// `ls --json`'s elements, in order; what `/proc` tells of each running session is
+/// read on every core, as the records were.
+pub(crate) fn ls_entries(entries: &[Entry]) -> Vec<EntryJson> {
+    latch_client::parallel::map(entries, latch_client::parallel::PER_THREAD, |e| {
+        Some(ls_entry(e))
+    })
+}
+
 /// One `ls --json` element; a running session adds what `/proc` and its PTY's
 /// inode tell, and nothing a daemon would have to be asked (SPEC §10).
-pub(crate) fn ls_entry(e: &Entry) -> EntryJson {
+fn ls_entry(e: &Entry) -> EntryJson {
     let mut j = EntryJson::from(e);
     if let (EntryJson::Session(s), Entry::Session { record, status }) = (&mut j, e) {
         if matches!(status, latch_client::SessionStatus::Running) {

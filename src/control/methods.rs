@@ -231,12 +231,7 @@ fn list(server: &Server, p: Result<ListParams, Failure>) -> Reply {
     }
     let entries =
         registry_ops::list_entries(&server.base, &tags, p.status.as_deref(), owner.as_ref())?;
-    to_value(
-        &entries
-            .iter()
-            .map(registry_ops::ls_entry)
-            .collect::<Vec<_>>(),
-    )
+    to_value(&registry_ops::ls_entries(&entries))
 }
 
 fn status(place: &Place<'_>, t: &Found, _: StatusParams) -> Reply {

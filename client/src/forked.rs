@@ -115,8 +115,9 @@ const OWN_FRAMES: usize = 8 * 1024;
 
 extern "C" {
     /// Where the process's stack began: its argument count, above which the kernel
-    /// put argv, the environment and the auxiliary vector (glibc's dynamic loader
-    /// sets it before any code of ours runs).
+    /// put argv, the environment and the auxiliary vector (glibc sets it before any
+    /// code of ours runs: its start code in a static image, its dynamic loader in
+    /// a dynamic one).
     static __libc_stack_end: *const libc::c_void;
 }
 

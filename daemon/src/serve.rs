@@ -46,9 +46,6 @@ const FLUSH_AT_EXIT: Duration = Duration::from_secs(2);
 const APPLY_WHEN_QUIET: Duration = Duration::from_millis(5);
 /// The least room worth a PTY read: one line-discipline buffer.
 const MIN_READ: usize = 4096;
-/// A batch smaller than this, ended by a short read, is handed on without another
-/// read (keystroke echoes, prompts).
-const DELIVER_AT_ONCE: usize = 1024;
 
 /// The daemon's own shutdown signals, installed before creation so that a SIGTERM
 /// arriving at any point after spawn is handled, never fatal.
@@ -303,17 +300,7 @@ async fn pump_output(session: Rc<Session>) {
                     ended = true;
                     break;
                 }
-                Ok(Ok(n)) => {
-                    filled += n;
-                    // A short read emptied the line discipline's buffer (n_tty copies
-                    // all it holds), and more output wakes the reactor again: a small
-                    // batch (an echo) goes out now, without the read that would only
-                    // say EAGAIN. A flood keeps reading, to batch.
-                    if n < spare.len() && filled < DELIVER_AT_ONCE {
-                        guard.clear_ready();
-                        break;
-                    }
-                }
+                Ok(Ok(n)) => filled += n,
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Ok(Err(e)) => {
                     // EIO: every slave fd is closed (the program and its children
